@@ -1,0 +1,95 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// The daemon and the CLI stay off full Foundation: nothing here may import it.
+let package = Package(
+    name: "imagent",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "imagentd", targets: ["imagentd"]),
+        .executable(name: "imagent", targets: ["imagent-cli"]),
+        .executable(name: "imagent-refserver", targets: ["imagent-refserver"]),
+        .executable(name: "imagent-bench", targets: ["imagent-bench"]),
+        .executable(name: "fuzz-imlink", targets: ["fuzz-imlink"]),
+        .executable(name: "fuzz-ipc", targets: ["fuzz-ipc"]),
+        .library(name: "IMLink", targets: ["IMLink"]),
+        .library(name: "AgentIPC", targets: ["AgentIPC"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+    ],
+    targets: [
+        // C helpers and system libraries.
+        .target(name: "CCRC32C"),
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
+
+        // Codecs: pure values, no I/O.
+        .target(
+            name: "IMLink",
+            dependencies: ["CCRC32C", "CZlib", .product(name: "NIOCore", package: "swift-nio")]
+        ),
+        .target(
+            name: "AgentIPC",
+            dependencies: ["IMLink", .product(name: "NIOCore", package: "swift-nio")]
+        ),
+
+        // The reference IMLink server: a library so tests and the daemon's development mode embed it.
+        .target(
+            name: "RefServer",
+            dependencies: [
+                "IMLink", "CSQLite",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "imagent-refserver",
+            dependencies: [
+                "RefServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
+        .executableTarget(
+            name: "imagentd",
+            dependencies: [
+                "IMLink", "AgentIPC", "RefServer", "CSQLite", "CSystemd",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(
+            name: "imagent-cli",
+            dependencies: [
+                "AgentIPC",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+
+        // Measurements and fuzzers.
+        .executableTarget(
+            name: "imagent-bench",
+            dependencies: ["IMLink", "AgentIPC", .product(name: "NIOCore", package: "swift-nio")]
+        ),
+        .executableTarget(name: "fuzz-imlink", dependencies: ["IMLink"], path: "fuzz/imlink"),
+        .executableTarget(name: "fuzz-ipc", dependencies: ["AgentIPC"], path: "fuzz/ipc"),
+
+        .testTarget(name: "IMLinkTests", dependencies: ["IMLink"]),
+        .testTarget(name: "AgentIPCTests", dependencies: ["AgentIPC"]),
+        .testTarget(
+            name: "RefServerTests",
+            dependencies: ["RefServer", "IMLink", .product(name: "NIOPosix", package: "swift-nio")]
+        ),
+        .testTarget(name: "imagentdTests", dependencies: ["imagentd"]),
+    ]
+)

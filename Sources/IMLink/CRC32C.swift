@@ -1,0 +1,37 @@
+import CCRC32C
+import NIOCore
+
+/// CRC-32C (Castagnoli, reflected, init and xorout `0xFFFFFFFF`), the checksum
+/// of every IMLink frame. The check value of ASCII `123456789` is `0xE3069283`.
+public struct CRC32C: Sendable, Equatable {
+    private var state: UInt32 = 0xFFFF_FFFF
+
+    public init() {}
+
+    public mutating func update(_ bytes: UnsafeRawBufferPointer) {
+        guard let base = bytes.baseAddress else { return }
+        state = imagent_crc32c_update(state, base, bytes.count)
+    }
+
+    public mutating func update(_ buffer: ByteBuffer) {
+        buffer.withUnsafeReadableBytes { update($0) }
+    }
+
+    public mutating func update(_ bytes: some Sequence<UInt8>) {
+        let handled: Void? = bytes.withContiguousStorageIfAvailable { update(UnsafeRawBufferPointer($0)) }
+        if handled == nil {
+            Array(bytes).withUnsafeBytes { update($0) }
+        }
+    }
+
+    public var value: UInt32 { state ^ 0xFFFF_FFFF }
+
+    public static func checksum(_ bytes: some Sequence<UInt8>) -> UInt32 {
+        var crc = CRC32C()
+        crc.update(bytes)
+        return crc.value
+    }
+
+    /// True when the CPU's `crc32` instruction computes it (reported by benchmarks).
+    public static var isHardwareAccelerated: Bool { imagent_crc32c_is_hardware() != 0 }
+}

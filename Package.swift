@@ -84,7 +84,10 @@ let package = Package(
         .executableTarget(name: "fuzz-imlink", dependencies: ["IMLink"], path: "fuzz/imlink"),
         .executableTarget(name: "fuzz-ipc", dependencies: ["AgentIPC"], path: "fuzz/ipc"),
 
-        .testTarget(name: "IMLinkTests", dependencies: ["IMLink"]),
+        .testTarget(
+            name: "IMLinkTests",
+            dependencies: ["IMLink", .product(name: "NIOTestUtils", package: "swift-nio")]
+        ),
         .testTarget(name: "AgentIPCTests", dependencies: ["AgentIPC"]),
         .testTarget(
             name: "RefServerTests",

@@ -1,1 +1,6 @@
 import Testing
+@testable import imagentd
+
+@Test func executableTargetIsTestable() {
+    #expect(Bool(true))
+}

@@ -67,7 +67,7 @@ struct HeartbeatPolicy<Random: RandomNumberGenerator> {
         var description: String { "heartbeat-timer-\(value)" }
     }
 
-    enum Action: Sendable {
+    enum Action: Hashable, Sendable {
         case none
         /// Arm the heartbeat timer at `deadline`, replacing any armed one.
         case armTimer(TimerID, deadline: MonotonicInstant)

@@ -1,6 +1,0 @@
-import Testing
-@testable import imagentd
-
-@Test func executableTargetIsTestable() {
-    #expect(Bool(true))
-}

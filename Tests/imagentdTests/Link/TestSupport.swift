@@ -1,0 +1,86 @@
+@testable import imagentd
+
+/// A seeded generator (SplitMix64), so every run draws the same "random"
+/// delays and jitter.
+struct SplitMix64: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// The fake clock: an instant `seconds` after the origin.
+func at(_ seconds: Double) -> MonotonicInstant {
+    MonotonicInstant(sinceOrigin: .seconds(seconds))
+}
+
+typealias Machine = LinkStateMachine<SplitMix64>
+
+func makeMachine(
+    endpoints: [String] = ["a.example:7000"],
+    tls: Bool = false,
+    reconnect: ReconnectPolicy.Configuration = ReconnectPolicy.Configuration(),
+    seed: UInt64 = 1
+) -> Machine {
+    let configuration = Machine.Configuration(
+        endpoints: endpoints.map { Endpoint(parsing: $0)! },
+        tls: tls,
+        reconnect: reconnect
+    )
+    return Machine(configuration: configuration, random: SplitMix64(seed: seed))
+}
+
+let hello = HelloResult(version: 1, features: [.flow], maxFrame: 1 << 20)
+let addresses = [ResolvedAddress(ip: "192.0.2.1", port: 7000)]
+
+extension Array where Element == LinkAction {
+    /// The attempt an `obtainToken` in these actions started.
+    var startedAttempt: AttemptID? {
+        for case .obtainToken(let attempt, _) in self { return attempt }
+        return nil
+    }
+
+    /// The timer these actions arm, if any.
+    var armedTimer: (id: LinkTimerID, deadline: MonotonicInstant, purpose: LinkTimerPurpose)? {
+        for case .armTimer(let id, let deadline, let purpose) in self { return (id, deadline, purpose) }
+        return nil
+    }
+
+    /// The phase the last state change in these actions entered.
+    var enteredPhase: LinkPhase? {
+        var phase: LinkPhase?
+        for case .stateChanged(_, let to, _) in self { phase = to }
+        return phase
+    }
+
+    var isIgnored: Bool {
+        guard count == 1, case .ignored = self[0] else { return false }
+        return true
+    }
+}
+
+/// Walks the attempt `machine` is in (at its token stage) to LOGIN_OK.
+func completeAttempt(_ attempt: AttemptID, on machine: inout Machine, now: MonotonicInstant) {
+    _ = machine.tokenObtained(attempt, now: now)
+    _ = machine.resolved(attempt, addresses: addresses, now: now)
+    _ = machine.tcpConnected(attempt, now: now)
+    if machine.configuration.tls {
+        _ = machine.tlsEstablished(attempt, now: now)
+    }
+    _ = machine.helloOK(attempt, hello, now: now)
+    _ = machine.loginOK(attempt, heartbeat: nil, now: now)
+}
+
+/// A machine started and connected at `now`; returns the attempt.
+func connectedMachine(_ machine: inout Machine, now: MonotonicInstant) -> AttemptID {
+    let attempt = machine.start(now: now).startedAttempt!
+    completeAttempt(attempt, on: &machine, now: now)
+    return attempt
+}

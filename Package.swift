@@ -27,6 +27,9 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
 
+        // The configuration file format (a strict TOML subset with line numbers).
+        .target(name: "ConfigFile"),
+
         // Codecs: pure values, no I/O.
         .target(
             name: "IMLink",
@@ -59,7 +62,7 @@ let package = Package(
         .executableTarget(
             name: "imagentd",
             dependencies: [
-                "IMLink", "AgentIPC", "RefServer", "CSQLite", "CSystemd",
+                "IMLink", "AgentIPC", "RefServer", "ConfigFile", "CSQLite", "CSystemd",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -89,6 +92,7 @@ let package = Package(
             dependencies: ["IMLink", .product(name: "NIOTestUtils", package: "swift-nio")]
         ),
         .testTarget(name: "AgentIPCTests", dependencies: ["AgentIPC"]),
+        .testTarget(name: "ConfigFileTests", dependencies: ["ConfigFile"]),
         .testTarget(
             name: "RefServerTests",
             dependencies: ["RefServer", "IMLink", .product(name: "NIOPosix", package: "swift-nio")]

@@ -82,10 +82,17 @@ let package = Package(
             dependencies: ["IMLink", "AgentIPC", .product(name: "NIOCore", package: "swift-nio")]
         ),
         .executableTarget(name: "fuzz-imlink", dependencies: ["IMLink"], path: "fuzz/imlink"),
-        .executableTarget(name: "fuzz-ipc", dependencies: ["AgentIPC"], path: "fuzz/ipc"),
+        .executableTarget(
+            name: "fuzz-ipc",
+            dependencies: ["AgentIPC", .product(name: "NIOCore", package: "swift-nio")],
+            path: "fuzz/ipc"
+        ),
 
         .testTarget(name: "IMLinkTests", dependencies: ["IMLink"]),
-        .testTarget(name: "AgentIPCTests", dependencies: ["AgentIPC"]),
+        .testTarget(
+            name: "AgentIPCTests",
+            dependencies: ["AgentIPC", .product(name: "NIOTestUtils", package: "swift-nio")]
+        ),
         .testTarget(
             name: "RefServerTests",
             dependencies: ["RefServer", "IMLink", .product(name: "NIOPosix", package: "swift-nio")]

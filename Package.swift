@@ -91,7 +91,11 @@ let package = Package(
         .testTarget(name: "IMLinkTests", dependencies: ["IMLink"]),
         .testTarget(
             name: "AgentIPCTests",
-            dependencies: ["AgentIPC", .product(name: "NIOTestUtils", package: "swift-nio")]
+            dependencies: [
+                "AgentIPC",
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOTestUtils", package: "swift-nio"),
+            ]
         ),
         .testTarget(
             name: "RefServerTests",

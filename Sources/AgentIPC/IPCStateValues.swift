@@ -53,7 +53,7 @@ public struct SessionStateValue: RawRepresentable, Hashable, Sendable, CustomStr
 }
 
 /// PRIORITY of a session: orders what the daemon writes to the link.
-public enum IPCPriority: UInt8, Hashable, Sendable, CaseIterable {
+public enum IPCPriority: UInt8, Hashable, Sendable {
     case high = 0
     /// What a session gets when OPEN carries no PRIORITY.
     case normal = 1

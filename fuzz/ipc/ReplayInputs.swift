@@ -2,10 +2,20 @@
 //
 // - `swift build` links this file's `@main`, which replays the files named on
 //   the command line through `fuzz`, so the target always builds and a crash
-//   found by the fuzzer can be replayed (and debugged) without the sanitizers.
-// - `swift build --product fuzz-ipc --sanitize=fuzzer -Xswiftc -DFUZZING`
-//   leaves it out: libFuzzer brings its own `main`, which calls
-//   `LLVMFuzzerTestOneInput`, and a second entry point would clash with it.
+//   the fuzzer found can be replayed (and debugged) without the sanitizers.
+// - The fuzzing build leaves it out, because libFuzzer brings its own `main`,
+//   which calls `LLVMFuzzerTestOneInput`, and a second entry point would clash:
+//
+//     swift build --product fuzz-ipc -c debug --sanitize=fuzzer --sanitize=address \
+//         -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING --scratch-path .build-fuzz
+//     SWIFT_BACKTRACE=enable=no .build-fuzz/debug/fuzz-ipc -max_total_time=60 CORPUS_DIR
+//
+//   Why `-Xswiftc -sanitize=fuzzer,address` on top of the two `--sanitize`:
+//   SwiftPM hands them to swiftc as two flags, `-sanitize=fuzzer -sanitize=address`,
+//   and swiftc (6.3) keeps only the last one. Without the combined flag, which
+//   comes after them, the Swift modules get AddressSanitizer but no coverage
+//   counters: libFuzzer still links and runs, but sees only the C targets'
+//   edges and fuzzes blind ("no interesting inputs were found").
 #if !FUZZING
 #if canImport(Glibc)
 import Glibc

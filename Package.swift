@@ -85,13 +85,24 @@ let package = Package(
             dependencies: ["IMLink", "AgentIPC", .product(name: "NIOCore", package: "swift-nio")]
         ),
         .executableTarget(name: "fuzz-imlink", dependencies: ["IMLink"], path: "fuzz/imlink"),
-        .executableTarget(name: "fuzz-ipc", dependencies: ["AgentIPC"], path: "fuzz/ipc"),
+        .executableTarget(
+            name: "fuzz-ipc",
+            dependencies: ["AgentIPC", .product(name: "NIOCore", package: "swift-nio")],
+            path: "fuzz/ipc"
+        ),
 
         .testTarget(
             name: "IMLinkTests",
             dependencies: ["IMLink", .product(name: "NIOTestUtils", package: "swift-nio")]
         ),
-        .testTarget(name: "AgentIPCTests", dependencies: ["AgentIPC"]),
+        .testTarget(
+            name: "AgentIPCTests",
+            dependencies: [
+                "AgentIPC",
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOTestUtils", package: "swift-nio"),
+            ]
+        ),
         .testTarget(name: "ConfigFileTests", dependencies: ["ConfigFile"]),
         .testTarget(
             name: "RefServerTests",

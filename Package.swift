@@ -19,6 +19,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
         // C helpers and system libraries.
@@ -62,8 +63,9 @@ let package = Package(
         .executableTarget(
             name: "imagentd",
             dependencies: [
-                "IMLink", "AgentIPC", "RefServer", "ConfigFile", "CSQLite", "CSystemd",
+                "IMLink", "AgentIPC", "RefServer", "ConfigFile", "JSONText", "CSQLite", "CSystemd",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -19,6 +19,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
     ],
     targets: [
         // C helpers and system libraries.
@@ -37,13 +38,17 @@ let package = Package(
             dependencies: ["IMLink", .product(name: "NIOCore", package: "swift-nio")]
         ),
 
+        // A thin, safe Swift wrapper over SQLite's C API, shared by the reference server and the daemon's store.
+        .target(name: "SQLiteDatabase", dependencies: ["CSQLite"]),
+
         // The reference IMLink server: a library so tests and the daemon's development mode embed it.
         .target(
             name: "RefServer",
             dependencies: [
-                "IMLink", "CSQLite",
+                "IMLink", "SQLiteDatabase",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -88,7 +93,13 @@ let package = Package(
         .testTarget(name: "AgentIPCTests", dependencies: ["AgentIPC"]),
         .testTarget(
             name: "RefServerTests",
-            dependencies: ["RefServer", "IMLink", .product(name: "NIOPosix", package: "swift-nio")]
+            dependencies: [
+                "RefServer", "IMLink", "SQLiteDatabase",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .testTarget(name: "imagentdTests", dependencies: ["imagentd"]),
     ]

@@ -1,0 +1,184 @@
+import IMLink
+import NIOCore
+import NIOPosix
+import Testing
+
+/// A waited-for frame did not come in time.
+struct TestTimeout: Error, CustomStringConvertible {
+    var what: String
+    var description: String { "timed out waiting for \(what)" }
+}
+
+/// Collects the frames a test client receives and hands them out one at a time.
+final class FrameCollector: ChannelInboundHandler {
+    typealias InboundIn = Frame
+
+    private var frames = CircularBuffer<Frame>()
+    private var waiter: (promise: EventLoopPromise<Frame?>, timeout: Scheduled<Void>)?
+    private var closed = false
+    private(set) var decodingError: Error?
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        if let waiter {
+            self.waiter = nil
+            waiter.timeout.cancel()
+            waiter.promise.succeed(frame)
+        } else {
+            frames.append(frame)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        closed = true
+        if let waiter {
+            self.waiter = nil
+            waiter.timeout.cancel()
+            waiter.promise.succeed(nil)
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        decodingError = error
+        context.close(promise: nil)
+    }
+
+    /// The next frame, nil once the connection is closed and every frame was read.
+    func next(on loop: EventLoop, timeout: TimeAmount) -> EventLoopFuture<Frame?> {
+        precondition(waiter == nil, "one reader at a time")
+        if !frames.isEmpty { return loop.makeSucceededFuture(frames.removeFirst()) }
+        if closed { return loop.makeSucceededFuture(nil) }
+        let promise = loop.makePromise(of: Frame?.self)
+        let timeoutTask = loop.assumeIsolated().scheduleTask(in: timeout) {
+            self.waiter = nil
+            promise.fail(TestTimeout(what: "a frame"))
+        }
+        waiter = (promise, timeoutTask)
+        return promise.futureResult
+    }
+}
+
+/// A minimal IMLink agent over NIO and the IMLink codec, for driving the server by hand.
+final class TestClient: Sendable {
+    let channel: Channel
+    private let collector: NIOLoopBound<FrameCollector>
+
+    private init(channel: Channel, collector: NIOLoopBound<FrameCollector>) {
+        self.channel = channel
+        self.collector = collector
+    }
+
+    static func connect(port: Int, host: String = "127.0.0.1",
+                        group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton) async throws -> TestClient {
+        let channel = try await ClientBootstrap(group: group)
+            .connectTimeout(.seconds(10))
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandlers([
+                        ByteToMessageHandler(IMLinkFrameDecoder(maxBody: FrameHeader.maxNegotiableBody)),
+                        MessageToByteHandler(IMLinkFrameEncoder()),
+                        FrameCollector(),
+                    ])
+                }
+            }
+            .connect(host: host, port: port)
+            .get()
+        let collector = try await channel.eventLoop.submit {
+            NIOLoopBound(try channel.pipeline.syncOperations.handler(type: FrameCollector.self), eventLoop: channel.eventLoop)
+        }.get()
+        return TestClient(channel: channel, collector: collector)
+    }
+
+    func send(_ frames: Frame...) async throws {
+        for frame in frames { channel.write(frame, promise: nil) }
+        channel.flush()
+    }
+
+    /// The next frame; nil when the server closed the connection.
+    func next(timeout: TimeAmount = .seconds(5)) async throws -> Frame? {
+        let collector = self.collector
+        let loop = channel.eventLoop
+        return try await loop.flatSubmit { collector.value.next(on: loop, timeout: timeout) }.get()
+    }
+
+    /// The next frame, which must exist.
+    func expectFrame(timeout: TimeAmount = .seconds(5), sourceLocation: SourceLocation = #_sourceLocation) async throws -> Frame {
+        guard let frame = try await next(timeout: timeout) else {
+            Issue.record("the server closed the connection", sourceLocation: sourceLocation)
+            throw TestTimeout(what: "a frame, but the connection closed")
+        }
+        return frame
+    }
+
+    /// True when nothing arrives within `interval` (and the connection stays open).
+    func isQuiet(for interval: TimeAmount) async throws -> Bool {
+        do {
+            let frame = try await next(timeout: interval)
+            if let frame { Issue.record("expected silence, got \(frame)") }
+            return false
+        } catch is TestTimeout {
+            return true
+        }
+    }
+
+    /// Reads until the server closes, failing if a frame other than those allowed arrives.
+    func expectClosed(timeout: TimeAmount = .seconds(5)) async throws {
+        while let frame = try await next(timeout: timeout) {
+            Issue.record("expected the connection to close, got \(frame)")
+        }
+    }
+
+    func close() async {
+        try? await channel.close()
+    }
+
+    // MARK: Handshake helpers
+
+    @discardableResult
+    func hello(agentID: String, features: Features = [.deflate, .flow], maxFrame: UInt32 = 1 << 20,
+               versionMin: UInt8 = 1, versionMax: UInt8 = 1) async throws -> Frame {
+        try await send(.hello(Hello(versionMin: versionMin, versionMax: versionMax, features: features,
+                                    agentID: agentID, agentVersion: "test", maxFrame: maxFrame)))
+        return try await expectFrame()
+    }
+
+    @discardableResult
+    func login(agentID: String, token: String = TestEnvironment.token) async throws -> Frame {
+        try await send(.login(Login(token: ByteBuffer(string: token), agentID: agentID)))
+        return try await expectFrame()
+    }
+
+    /// HELLO then LOGIN, both of which must succeed; returns LOGIN_OK.
+    @discardableResult
+    func handshake(agentID: String, features: Features = [.deflate, .flow], maxFrame: UInt32 = 1 << 20,
+                   sourceLocation: SourceLocation = #_sourceLocation) async throws -> LoginOK {
+        let hello = try await hello(agentID: agentID, features: features, maxFrame: maxFrame)
+        guard case .helloOK = hello else {
+            Issue.record("expected HELLO_OK, got \(hello)", sourceLocation: sourceLocation)
+            throw TestTimeout(what: "HELLO_OK")
+        }
+        let login = try await login(agentID: agentID)
+        guard case .loginOK(let ok) = login else {
+            Issue.record("expected LOGIN_OK, got \(login)", sourceLocation: sourceLocation)
+            throw TestTimeout(what: "LOGIN_OK")
+        }
+        return ok
+    }
+
+    /// OPEN, which must succeed; returns OPEN_OK.
+    @discardableResult
+    func open(_ session: UInt64, service: String, resumeAfter: UInt64 = 0, window: UInt32? = nil,
+              sourceLocation: SourceLocation = #_sourceLocation) async throws -> OpenOK {
+        try await send(.open(Open(session: session, service: service, resumeAfter: resumeAfter, window: window)))
+        let reply = try await expectFrame()
+        guard case .openOK(let ok) = reply else {
+            Issue.record("expected OPEN_OK, got \(reply)", sourceLocation: sourceLocation)
+            throw TestTimeout(what: "OPEN_OK")
+        }
+        return ok
+    }
+
+    func sendData(_ session: UInt64, seq: UInt64, _ text: String, compressed: Bool = false) async throws {
+        try await send(.data(DataFrame(session: session, seq: seq, compressed: compressed, body: ByteBuffer(string: text))))
+    }
+}

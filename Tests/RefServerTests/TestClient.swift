@@ -94,6 +94,19 @@ final class TestClient: Sendable {
         channel.flush()
     }
 
+    /// Writes bytes past the frame encoder, for malformed input.
+    func sendRaw(_ bytes: ByteBuffer) async throws {
+        let channel = self.channel
+        try await channel.eventLoop.flatSubmit {
+            do {
+                let encoder = try channel.pipeline.syncOperations.context(handlerType: MessageToByteHandler<IMLinkFrameEncoder>.self)
+                return encoder.writeAndFlush(NIOAny(bytes))
+            } catch {
+                return channel.eventLoop.makeFailedFuture(error)
+            }
+        }.get()
+    }
+
     /// The next frame; nil when the server closed the connection.
     func next(timeout: TimeAmount = .seconds(5)) async throws -> Frame? {
         let collector = self.collector

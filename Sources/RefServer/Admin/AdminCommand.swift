@@ -34,23 +34,33 @@ public enum AdminCommand: Hashable, Sendable {
     /// The command reference, shared by `help` and the executable's `--help`.
     public static let reference = """
         goaway [CODE] [RETRY_MS] [[REDIRECT] host:port]
-                                    send GOAWAY (default code SHUTDOWN) to every connection, close them after a short grace
+            send GOAWAY (default code SHUTDOWN) to every connection,
+            then close them after a short grace
         fail-login CODE [RETRY_MS] [COUNT]
-                                    the next COUNT (default 1) LOGINs get LOGIN_FAIL with CODE
-        drop                        close every connection now
-        drop-after N                close each current connection after it has received N more frames
-        stall on|off                stop reading from every socket (new ones too) / resume
-        nat-timeout SECONDS|off     a connection silent both ways that long becomes a black hole: everything it
-                                    sends is discarded, nothing is sent to it, its socket is closed silently later
-        heartbeat MS                HEARTBEAT_MS for future LOGIN_OKs
+            the next COUNT (default 1) LOGINs get LOGIN_FAIL with CODE
+        drop
+            close every connection now
+        drop-after N
+            close each current connection after it has received N more frames
+        stall on|off
+            stop reading from every socket, new ones too / resume reading
+        nat-timeout SECONDS|off
+            a connection silent both ways that long becomes a black hole:
+            what it sends is discarded, nothing is sent to it, and its socket
+            is closed silently a minute later
+        heartbeat MS
+            HEARTBEAT_MS for future LOGIN_OKs
         push SESSION|all COUNT SIZE RATE
-                                    send COUNT messages of SIZE bytes at RATE per second (0: at once) on that
-                                    session id (every agent's) or on every open session
-        stats                       one line of JSON: connections, logins, sessions, frames and messages in and out,
-                                    every session's sequence numbers
-        help                        this list
-        CODE is a number or a name: PROTOCOL, VERSION_UNSUPPORTED, TOKEN_INVALID, TOKEN_EXPIRED, FORBIDDEN,
-        OVERLOADED, UNKNOWN_SESSION, SESSION_CLOSED, SHUTDOWN, FRAME_TOO_LARGE.
+            send COUNT messages of SIZE bytes at RATE a second (0: at once)
+            on every agent's session with that id, or on every open session
+        stats
+            one line of JSON: connections, logins, sessions, frames and
+            messages in and out, every session's sequence numbers
+        help
+            the list of commands
+        CODE is a number or a name: PROTOCOL, VERSION_UNSUPPORTED,
+        TOKEN_INVALID, TOKEN_EXPIRED, FORBIDDEN, OVERLOADED, UNKNOWN_SESSION,
+        SESSION_CLOSED, SHUTDOWN, FRAME_TOO_LARGE.
         Every command answers one line: "ok ..." or "error ...".
         """
 

@@ -1,5 +1,13 @@
 import NIOCore
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Reads admin commands, one per line, from a Unix socket connection or a
 /// pipe (stdin), and writes each reply as one line.
 final class AdminLineHandler: ChannelInboundHandler {
@@ -10,10 +18,13 @@ final class AdminLineHandler: ChannelInboundHandler {
     static let maxLineLength = 4096
 
     private let core: ServerCore
+    /// Where replies go when the channel cannot write (see `RefServer.serveCommands`).
+    private let replyDescriptor: CInt?
     private var pending = ByteBuffer()
 
-    init(core: ServerCore) {
+    init(core: ServerCore, replyDescriptor: CInt? = nil) {
         self.core = core
+        self.replyDescriptor = replyDescriptor
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -49,6 +60,16 @@ final class AdminLineHandler: ChannelInboundHandler {
     }
 
     private func reply(_ text: String, context: ChannelHandlerContext) {
+        if let replyDescriptor {
+            var line = Array((text + "\n").utf8)[...]
+            while !line.isEmpty {
+                let written = line.withUnsafeBytes { write(replyDescriptor, $0.baseAddress, $0.count) }
+                if written < 0, errno == EINTR { continue }
+                guard written > 0 else { return }
+                line = line.dropFirst(written)
+            }
+            return
+        }
         var buffer = context.channel.allocator.buffer(capacity: text.utf8.count + 1)
         buffer.writeString(text)
         buffer.writeString("\n")

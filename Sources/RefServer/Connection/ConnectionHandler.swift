@@ -70,7 +70,14 @@ final class ConnectionHandler: ChannelDuplexHandler {
             buffer = bytes
         }
         received = nil
-        while isReading {
+        process(&buffer)
+    }
+
+    /// Parses and handles every whole frame in `buffer`; keeps the rest for the next read.
+    private func process(_ buffer: inout ByteBuffer) {
+        // The read that was already requested when stall came on delivers
+        // bytes anyway: they wait here, unparsed, until stall goes off.
+        while isReading && !core.isStalled {
             let frame: Frame?
             do {
                 frame = try FrameParser.parse(&buffer, maxBody: inboundLimit)
@@ -150,8 +157,12 @@ final class ConnectionHandler: ChannelDuplexHandler {
         context?.close(promise: nil)
     }
 
-    /// The stall knob was turned off: deliver the read it held back.
+    /// The stall knob was turned off: handle what arrived meanwhile, and deliver the read it held back.
     func resumeReading() {
+        if var buffer = received {
+            received = nil
+            process(&buffer)
+        }
         guard readPending, let context else { return }
         readPending = false
         context.read()

@@ -143,18 +143,34 @@ public final class RefServer: Sendable {
     }
 
     /// Serves admin commands read from `input`, replies written to `output`
-    /// (the executable passes duplicates of stdin and stdout). Both descriptors
-    /// are owned by the server from now on and closed when the input ends.
+    /// (the executable passes duplicates of stdin and stdout). The server owns
+    /// both descriptors from now on and closes them when the input ends.
+    ///
+    /// NIO cannot poll a regular file, so when `output` is one (stdout
+    /// redirected to a log) replies are written to it directly: a file write
+    /// does not wait for a reader.
     public func serveCommands(input: CInt, output: CInt) async throws {
         let core = self.core
-        _ = try await NIOPipeBootstrap(group: loop)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(AdminLineHandler(core: core.value))
+        do {
+            _ = try await NIOPipeBootstrap(group: loop)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(AdminLineHandler(core: core.value))
+                    }
                 }
-            }
-            .takingOwnershipOfDescriptors(input: input, output: output)
-            .get()
+                .takingOwnershipOfDescriptors(input: input, output: output)
+                .get()
+        } catch {
+            let channel = try await NIOPipeBootstrap(group: loop)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(AdminLineHandler(core: core.value, replyDescriptor: output))
+                    }
+                }
+                .takingOwnershipOfDescriptor(input: input)
+                .get()
+            channel.closeFuture.whenComplete { _ in close(output) }
+        }
     }
 
     /// Stops accepting, closes every connection, waits until every pending

@@ -1,6 +1,8 @@
 import IMLink
 import NIOCore
 import NIOPosix
+import NIOSSL
+import NIOTLS
 import Testing
 
 /// A waited-for frame did not come in time.
@@ -17,6 +19,15 @@ final class FrameCollector: ChannelInboundHandler {
     private var waiter: (promise: EventLoopPromise<Frame?>, timeout: Scheduled<Void>)?
     private var closed = false
     private(set) var decodingError: Error?
+    /// The ALPN protocol, once a TLS handshake completed.
+    private(set) var negotiatedProtocol: String?
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case .handshakeCompleted(let negotiated) = event as? TLSUserEvent {
+            negotiatedProtocol = negotiated
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
@@ -68,12 +79,16 @@ final class TestClient: Sendable {
         self.collector = collector
     }
 
-    static func connect(port: Int, host: String = "127.0.0.1",
+    /// Connects over TCP, or over TLS when `tls` is given (`serverHostname` for SNI).
+    static func connect(port: Int, host: String = "127.0.0.1", tls: NIOSSLContext? = nil,
                         group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton) async throws -> TestClient {
         let channel = try await ClientBootstrap(group: group)
             .connectTimeout(.seconds(10))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    if let tls {
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: nil))
+                    }
                     try channel.pipeline.syncOperations.addHandlers([
                         ByteToMessageHandler(IMLinkFrameDecoder(maxBody: FrameHeader.maxNegotiableBody)),
                         MessageToByteHandler(IMLinkFrameEncoder()),
@@ -92,6 +107,14 @@ final class TestClient: Sendable {
     func send(_ frames: Frame...) async throws {
         for frame in frames { channel.write(frame, promise: nil) }
         channel.flush()
+    }
+
+    /// The ALPN protocol TLS settled on, nil without TLS.
+    var negotiatedProtocol: String? {
+        get async throws {
+            let collector = self.collector
+            return try await channel.eventLoop.submit { collector.value.negotiatedProtocol }.get()
+        }
     }
 
     /// Writes bytes past the frame encoder, for malformed input.

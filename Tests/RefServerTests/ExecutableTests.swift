@@ -1,0 +1,100 @@
+import Foundation
+import IMLink
+import NIOCore
+import Testing
+
+/// The `imagent-refserver` binary, spawned as a process.
+@Suite("The imagent-refserver executable")
+struct ExecutableTests {
+    /// The binary sits next to the test bundle in the build products directory.
+    static func binaryPath() throws -> String {
+        let testExecutable = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+        let path = URL(fileURLWithPath: testExecutable).deletingLastPathComponent().appendingPathComponent("imagent-refserver").path
+        guard FileManager.default.isExecutableFile(atPath: path) else {
+            throw TestTimeout(what: "the imagent-refserver binary at \(path) (build it with `swift build`)")
+        }
+        return path
+    }
+
+    /// Reads one line from `descriptor`, waiting at most `timeout` in total.
+    static func readLine(_ descriptor: Int32, timeout: Duration) async throws -> String {
+        let deadline = ContinuousClock.now + timeout
+        var bytes: [UInt8] = []
+        while ContinuousClock.now < deadline {
+            var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, 10) > 0 else {
+                try await Task.sleep(for: .milliseconds(10))
+                continue
+            }
+            var byte: UInt8 = 0
+            guard read(descriptor, &byte, 1) == 1 else { break }
+            if byte == UInt8(ascii: "\n") { return String(decoding: bytes, as: UTF8.self) }
+            bytes.append(byte)
+        }
+        throw TestTimeout(what: "a line from the server process (got \"\(String(decoding: bytes, as: UTF8.self))\")")
+    }
+
+    @Test("prints the listening line first, serves a handshake and admin commands, and stops on SIGTERM",
+          .timeLimit(.minutes(1)))
+    func binary_listensServesAndStopsOnSigterm() async throws {
+        let environment = try TestEnvironment.make()
+        defer { environment.remove() }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try Self.binaryPath())
+        process.arguments = ["--listen", "127.0.0.1:0", "--token-file", environment.tokenFile,
+                             "--state", environment.statePath, "--admin-socket", environment.adminSocket,
+                             "--heartbeat-ms", "4321", "--log-level", "warning"]
+        let output = Pipe()
+        let input = Pipe()
+        process.standardOutput = output
+        process.standardInput = input
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+        let stdout = output.fileHandleForReading.fileDescriptor
+
+        let first = try await Self.readLine(stdout, timeout: .seconds(20))
+        let prefix = "listening on 127.0.0.1:"
+        #expect(first.hasPrefix(prefix))
+        let port = try #require(Int(first.dropFirst(prefix.count)))
+        #expect(port > 0)
+
+        let client = try await TestClient.connect(port: port)
+        #expect(try await client.handshake(agentID: "agent-x").heartbeatMS == 4321)
+        try await client.open(1, service: "echo")
+        try await client.sendData(1, seq: 1, "through the binary")
+        let frames = try await collect(client) { $0.dataSeqs.count == 1 && $0.acks == [1] }
+        #expect(frames.payloads == ["through the binary"])
+
+        input.fileHandleForWriting.write(Data("stats\n".utf8))
+        let stats = try await Self.readLine(stdout, timeout: .seconds(5))
+        #expect(stats.hasPrefix("ok {\"connections\":1,"))
+        #expect(try await AdminClient.send("drop", socket: environment.adminSocket) == "ok dropped 1 connections")
+        try await client.expectClosed()
+
+        kill(process.processIdentifier, SIGTERM)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while process.isRunning, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(!process.isRunning)
+        #expect(process.terminationStatus == 0)
+        #expect(!FileManager.default.fileExists(atPath: environment.adminSocket))
+    }
+
+    @Test("--help documents every admin command")
+    func help_listsEveryAdminCommand() async throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try Self.binaryPath())
+        process.arguments = ["--help"]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        for command in ["goaway", "fail-login", "drop", "drop-after", "stall on|off", "nat-timeout", "heartbeat MS",
+                        "push SESSION|all", "stats", "--listen", "--token-file", "--state", "--admin-socket",
+                        "--tls-cert", "--push-rate", "--log-level"] {
+            #expect(text.contains(command), "--help does not mention \(command)")
+        }
+    }
+}

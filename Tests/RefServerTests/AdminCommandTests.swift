@@ -49,14 +49,19 @@ struct AdminCommandTests {
     @Test func idlePolicy_blackHolesThenCloses() {
         let start = NIODeadline.uptimeNanoseconds(1_000_000_000)
         let policy = IdlePolicy(natTimeout: .seconds(2), blackHoleLinger: .seconds(10))
-        let heartbeat = TimeAmount.seconds(1)
+        let heartbeat = IdlePolicy.silenceLimit(heartbeatMS: 1000)
+        #expect(heartbeat == .seconds(3))
+        #expect(IdlePolicy.handshakeSilenceLimit(heartbeatMS: 1000) == .seconds(10))
         #expect(policy.verdict(now: start + .seconds(1), lastReceived: start, lastSent: start + .milliseconds(500),
-                               heartbeat: .seconds(5), blackHoledSince: nil) == .keep)
+                               silenceLimit: .seconds(15), blackHoledSince: nil) == .keep)
         #expect(policy.verdict(now: start + .seconds(2), lastReceived: start, lastSent: start,
-                               heartbeat: .seconds(5), blackHoledSince: nil) == .blackHole)
-        #expect(policy.verdict(now: start + .seconds(3), lastReceived: start, lastSent: start + .seconds(2),
-                               heartbeat: heartbeat, blackHoledSince: nil) == .close)
+                               silenceLimit: .seconds(15), blackHoledSince: nil) == .blackHole)
+        let quiet = IdlePolicy(natTimeout: nil, blackHoleLinger: .seconds(10))
+        #expect(quiet.verdict(now: start + .seconds(2), lastReceived: start, lastSent: start + .seconds(2),
+                              silenceLimit: heartbeat, blackHoledSince: nil) == .keep)
+        #expect(quiet.verdict(now: start + .seconds(3), lastReceived: start, lastSent: start + .seconds(2),
+                              silenceLimit: heartbeat, blackHoledSince: nil) == .close)
         #expect(policy.verdict(now: start + .seconds(12), lastReceived: start, lastSent: start,
-                               heartbeat: heartbeat, blackHoledSince: start + .seconds(2)) == .closeSilently)
+                               silenceLimit: heartbeat, blackHoledSince: start + .seconds(2)) == .closeSilently)
     }
 }

@@ -18,11 +18,12 @@ struct ConcurrencyTests {
             let clients = try await withThrowingTaskGroup(of: TestClient.self) { group in
                 for index in 0..<Self.agents {
                     group.addTask {
-                        let client = try await TestClient.connect(port: server.port)
+                        // Generous: the whole suite may be running beside this test on two cores.
+                        let client = try await TestClient.connect(port: server.port, frameTimeout: .seconds(30))
                         try await client.handshake(agentID: "load-\(index)")
                         try await client.open(1, service: "echo")
                         try await client.sendData(1, seq: 1, "hello from \(index)")
-                        let frames = try await collect(client, timeout: .seconds(30)) { $0.dataSeqs.count == 1 && $0.acks == [1] }
+                        let frames = try await collect(client) { $0.dataSeqs.count == 1 && $0.acks == [1] }
                         #expect(frames.payloads == ["hello from \(index)"])
                         return client
                     }

@@ -81,7 +81,7 @@ struct ExecutableTests {
         #expect(!FileManager.default.fileExists(atPath: environment.adminSocket))
     }
 
-    @Test("--help documents every admin command")
+    @Test("--help documents every admin command", .timeLimit(.minutes(1)))
     func help_listsEveryAdminCommand() async throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try Self.binaryPath())

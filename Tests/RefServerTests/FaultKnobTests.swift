@@ -12,6 +12,7 @@ struct FaultKnobTests {
         try await withRefServer(configure: { configuration, environment in
             configuration.adminSocketPath = environment.adminSocket
             configuration.goawayGrace = .milliseconds(100)
+            configuration.blackHoleLinger = .milliseconds(1500)
         }) { server, environment in
             try await body(server) { line in try await AdminClient.send(line, socket: environment.adminSocket) }
         }
@@ -92,7 +93,7 @@ struct FaultKnobTests {
         }
     }
 
-    @Test("nat-timeout turns an idle connection into a black hole: it stays open but nothing is answered")
+    @Test("nat-timeout turns an idle connection into a black hole: nothing is answered, later it is closed silently")
     func natTimeout_blackHolesIdleConnections() async throws {
         try await Self.withAdminServer { server, admin in
             let client = try await TestClient.connect(port: server.port)
@@ -108,7 +109,8 @@ struct FaultKnobTests {
             try await fresh.handshake(agentID: "agent-8")
             try await fresh.send(.ping(Ping(id: 4, timestampUS: 4)))
             #expect(try await fresh.expectFrame() == .pong(Ping(id: 4, timestampUS: 4)))
-            await client.close()
+            // The black hole's linger ends: the socket closes without a frame.
+            try await client.expectClosed(timeout: .seconds(3))
             await fresh.close()
         }
     }
@@ -123,13 +125,16 @@ struct FaultKnobTests {
         }
     }
 
-    @Test("a connection silent for 3 × HEARTBEAT_MS is closed")
+    @Test("a logged-in connection silent for 3 × HEARTBEAT_MS is closed")
     func silentConnection_isClosedAfterThreeHeartbeats() async throws {
         try await Self.withAdminServer { server, admin in
             #expect(try await admin("heartbeat 100").hasPrefix("ok"))
             let client = try await TestClient.connect(port: server.port)
+            // Taken before LOGIN leaves, so it is no later than the server's last receipt.
+            let lastSent = ContinuousClock.now
             try await client.handshake(agentID: "agent-10")
-            try await client.expectClosed(timeout: .seconds(2))
+            try await client.expectClosed(timeout: .seconds(5))
+            #expect(ContinuousClock.now - lastSent >= .milliseconds(300))
         }
     }
 

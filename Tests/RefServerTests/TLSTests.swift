@@ -5,7 +5,7 @@ import NIOSSL
 import RefServer
 import Testing
 
-@Suite("TLS")
+@Suite("TLS", .timeLimit(.minutes(1)))
 struct TLSTests {
     /// A throw-away self-signed certificate made by the openssl command.
     static func makeCertificate(in environment: TestEnvironment) throws -> RefServerConfiguration.TLS {

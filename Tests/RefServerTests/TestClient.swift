@@ -18,7 +18,8 @@ final class FrameCollector: ChannelInboundHandler {
     private var frames = CircularBuffer<Frame>()
     private var waiter: (promise: EventLoopPromise<Frame?>, timeout: Scheduled<Void>)?
     private var closed = false
-    private(set) var decodingError: Error?
+    /// Why the client could not read the server's bytes, if it could not: reported instead of a close.
+    private var decodingError: Error?
     /// The ALPN protocol, once a TLS handshake completed.
     private(set) var negotiatedProtocol: String?
 
@@ -45,7 +46,11 @@ final class FrameCollector: ChannelInboundHandler {
         if let waiter {
             self.waiter = nil
             waiter.timeout.cancel()
-            waiter.promise.succeed(nil)
+            if let decodingError {
+                waiter.promise.fail(decodingError)
+            } else {
+                waiter.promise.succeed(nil)
+            }
         }
     }
 
@@ -58,7 +63,10 @@ final class FrameCollector: ChannelInboundHandler {
     func next(on loop: EventLoop, timeout: TimeAmount) -> EventLoopFuture<Frame?> {
         precondition(waiter == nil, "one reader at a time")
         if !frames.isEmpty { return loop.makeSucceededFuture(frames.removeFirst()) }
-        if closed { return loop.makeSucceededFuture(nil) }
+        if closed {
+            if let decodingError { return loop.makeFailedFuture(decodingError) }
+            return loop.makeSucceededFuture(nil)
+        }
         let promise = loop.makePromise(of: Frame?.self)
         let timeoutTask = loop.assumeIsolated().scheduleTask(in: timeout) {
             self.waiter = nil
@@ -72,15 +80,18 @@ final class FrameCollector: ChannelInboundHandler {
 /// A minimal IMLink agent over NIO and the IMLink codec, for driving the server by hand.
 final class TestClient: Sendable {
     let channel: Channel
+    /// How long a read waits when the caller names no timeout.
+    let frameTimeout: TimeAmount
     private let collector: NIOLoopBound<FrameCollector>
 
-    private init(channel: Channel, collector: NIOLoopBound<FrameCollector>) {
+    private init(channel: Channel, frameTimeout: TimeAmount, collector: NIOLoopBound<FrameCollector>) {
         self.channel = channel
+        self.frameTimeout = frameTimeout
         self.collector = collector
     }
 
     /// Connects over TCP, or over TLS when `tls` is given (`serverHostname` for SNI).
-    static func connect(port: Int, host: String = "127.0.0.1", tls: NIOSSLContext? = nil,
+    static func connect(port: Int, host: String = "127.0.0.1", tls: NIOSSLContext? = nil, frameTimeout: TimeAmount = .seconds(5),
                         group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton) async throws -> TestClient {
         let channel = try await ClientBootstrap(group: group)
             .connectTimeout(.seconds(10))
@@ -101,7 +112,7 @@ final class TestClient: Sendable {
         let collector = try await channel.eventLoop.submit {
             NIOLoopBound(try channel.pipeline.syncOperations.handler(type: FrameCollector.self), eventLoop: channel.eventLoop)
         }.get()
-        return TestClient(channel: channel, collector: collector)
+        return TestClient(channel: channel, frameTimeout: frameTimeout, collector: collector)
     }
 
     func send(_ frames: Frame...) async throws {
@@ -131,14 +142,15 @@ final class TestClient: Sendable {
     }
 
     /// The next frame; nil when the server closed the connection.
-    func next(timeout: TimeAmount = .seconds(5)) async throws -> Frame? {
+    func next(timeout: TimeAmount? = nil) async throws -> Frame? {
+        let timeout = timeout ?? frameTimeout
         let collector = self.collector
         let loop = channel.eventLoop
         return try await loop.flatSubmit { collector.value.next(on: loop, timeout: timeout) }.get()
     }
 
     /// The next frame, which must exist.
-    func expectFrame(timeout: TimeAmount = .seconds(5), sourceLocation: SourceLocation = #_sourceLocation) async throws -> Frame {
+    func expectFrame(timeout: TimeAmount? = nil, sourceLocation: SourceLocation = #_sourceLocation) async throws -> Frame {
         guard let frame = try await next(timeout: timeout) else {
             Issue.record("the server closed the connection", sourceLocation: sourceLocation)
             throw TestTimeout(what: "a frame, but the connection closed")
@@ -157,8 +169,15 @@ final class TestClient: Sendable {
         }
     }
 
-    /// Reads until the server closes, failing if a frame other than those allowed arrives.
-    func expectClosed(timeout: TimeAmount = .seconds(5)) async throws {
+    /// A PING round trip: everything sent before it has been handled by the server.
+    func roundTrip(id: UInt64 = 0xF00D, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        try await send(.ping(Ping(id: id, timestampUS: id)))
+        let reply = try await expectFrame()
+        #expect(reply == .pong(Ping(id: id, timestampUS: id)), sourceLocation: sourceLocation)
+    }
+
+    /// Reads until the server closes, recording an issue for any frame that still arrives.
+    func expectClosed(timeout: TimeAmount? = nil) async throws {
         while let frame = try await next(timeout: timeout) {
             Issue.record("expected the connection to close, got \(frame)")
         }

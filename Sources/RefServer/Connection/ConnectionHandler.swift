@@ -14,6 +14,9 @@ final class ConnectionHandler: ChannelDuplexHandler {
     typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
+    /// How long a connection closed for a fatal error drains the agent's input before closing for good.
+    static let closeLinger = TimeAmount.seconds(2)
+
     private let core: ServerCore
     private var machine: ConnectionStateMachine
     private var context: ChannelHandlerContext?
@@ -209,10 +212,15 @@ final class ConnectionHandler: ChannelDuplexHandler {
                 core.logger.info("connection \(id): closing with ERROR \(error.code): \(error.message ?? "")")
             }
             received = nil
-            // Close only once the frame is on the wire: closing first would discard it.
-            let written = context.eventLoop.makePromise(of: Void.self)
             let channel = context.channel
-            written.futureResult.whenComplete { _ in channel.close(promise: nil) }
+            let written = context.eventLoop.makePromise(of: Void.self)
+            // Once the frame is on the wire, half-close and keep reading (and
+            // discarding) for a moment: closing with unread input makes the
+            // kernel send RST, which can destroy the frame before the agent reads it.
+            written.futureResult
+                .flatMap { channel.close(mode: .output) }
+                .whenFailure { _ in channel.close(promise: nil) }
+            context.eventLoop.scheduleTask(in: Self.closeLinger) { channel.close(promise: nil) }
             write(frame, promise: written)
             flush()
         case .close:

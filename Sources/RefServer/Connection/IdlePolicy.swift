@@ -8,7 +8,7 @@ import NIOCore
 /// |-------------------------------------------------------|----------------|
 /// | black-holed for `blackHoleLinger`                     | `closeSilently`|
 /// | no traffic either way for `natTimeout` (if set)       | `blackHole`    |
-/// | nothing received for 3 × heartbeat (`wire.md` §7)     | `close`        |
+/// | nothing received for `silenceLimit`                   | `close`        |
 /// | otherwise                                             | `keep`         |
 struct IdlePolicy: Sendable {
     enum Verdict: Hashable, Sendable {
@@ -25,15 +25,26 @@ struct IdlePolicy: Sendable {
     /// How long a black-holed connection lingers before its socket is closed.
     var blackHoleLinger: TimeAmount
 
+    /// The silence allowed once logged in: 3 × HEARTBEAT_MS (`wire.md` section 7).
+    static func silenceLimit(heartbeatMS: UInt32) -> TimeAmount {
+        .milliseconds(3 * Int64(heartbeatMS))
+    }
+
+    /// The silence allowed before LOGIN_OK, when the agent has no heartbeat
+    /// yet: the agent's handshake deadline (10 s by default), or more.
+    static func handshakeSilenceLimit(heartbeatMS: UInt32) -> TimeAmount {
+        max(silenceLimit(heartbeatMS: heartbeatMS), .seconds(10))
+    }
+
     func verdict(now: NIODeadline, lastReceived: NIODeadline, lastSent: NIODeadline,
-                 heartbeat: TimeAmount, blackHoledSince: NIODeadline?) -> Verdict {
+                 silenceLimit: TimeAmount, blackHoledSince: NIODeadline?) -> Verdict {
         if let blackHoledSince {
             return now - blackHoledSince >= blackHoleLinger ? .closeSilently : .keep
         }
         if let natTimeout, now - max(lastReceived, lastSent) >= natTimeout {
             return .blackHole
         }
-        if now - lastReceived >= heartbeat * 3 {
+        if now - lastReceived >= silenceLimit {
             return .close
         }
         return .keep

@@ -22,7 +22,8 @@ extension ServerCore {
         let now = NIODeadline.now()
         for handler in connections.values {
             switch policy.verdict(now: now, lastReceived: handler.lastReceived, lastSent: handler.lastSent,
-                                  heartbeat: .milliseconds(Int64(handler.heartbeatMS ?? knobs.heartbeatMS)),
+                                  silenceLimit: handler.heartbeatMS.map(IdlePolicy.silenceLimit(heartbeatMS:))
+                                      ?? IdlePolicy.handshakeSilenceLimit(heartbeatMS: knobs.heartbeatMS),
                                   blackHoledSince: handler.blackHoledSince) {
             case .keep:
                 break
@@ -34,7 +35,7 @@ extension ServerCore {
             case .close:
                 // A stalled server reads nothing, so silence proves nothing then.
                 guard configuration.closeIdleConnections, !knobs.stalled else { break }
-                logger.info("connection \(handler.id) sent nothing for 3 × heartbeat: closing it")
+                logger.info("connection \(handler.id) has been silent too long: closing it")
                 handler.closeSilently()
             }
         }

@@ -64,11 +64,6 @@ struct SessionBook {
         }
     }
 
-    /// True when the session is open on `connection`.
-    func isOpen(_ key: SessionKey, on connection: ConnectionID) -> Bool {
-        sessions[key]?.attachment?.connection == connection
-    }
-
     /// OPEN: create or resume, attach to `connection`, and forget what the agent already holds.
     mutating func open(_ open: Open, agent: String, service: Service, connection: ConnectionID, flow: Bool) -> OpenOutcome {
         let key = SessionKey(agent: agent, id: open.session)

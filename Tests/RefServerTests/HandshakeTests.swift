@@ -1,3 +1,4 @@
+import Foundation
 import IMLink
 import NIOCore
 import RefServer
@@ -47,6 +48,21 @@ struct HandshakeTests {
                 return
             }
             await new.close()
+        }
+    }
+
+    @Test("a missing token file refuses every LOGIN instead of failing open")
+    func missingTokenFile_refusesLogin() async throws {
+        try await withRefServer { server, environment in
+            try FileManager.default.removeItem(atPath: environment.tokenFile)
+            let client = try await TestClient.connect(port: server.port)
+            try await client.hello(agentID: "agent-o")
+            guard case .loginFail(let failure) = try await client.login(agentID: "agent-o") else {
+                Issue.record("expected LOGIN_FAIL")
+                return
+            }
+            #expect(failure.code == .tokenInvalid)
+            try await client.expectClosed()
         }
     }
 

@@ -31,6 +31,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private(set) var blackHoledSince: NIODeadline?
     /// HEARTBEAT_MS this agent was given in LOGIN_OK.
     private(set) var heartbeatMS: UInt32?
+    /// The agent logged in on this connection; kept past closing, for the server's bookkeeping.
+    private var loggedInAgent: String?
     /// The `drop-after` knob: frames left before the connection is closed.
     var framesUntilDrop: Int?
 
@@ -56,7 +58,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
     func channelInactive(context: ChannelHandlerContext) {
         core.logger.debug("connection \(id) closed")
         machine.closing()
-        core.connectionClosed(id, agentID: machine.agentID)
+        core.connectionClosed(id, agentID: loggedInAgent)
         self.context = nil
         context.fireChannelInactive()
     }
@@ -195,6 +197,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
             switch core.authenticate(login, connection: id) {
             case .accepted(let heartbeatMS, let serverTimeMS):
                 self.heartbeatMS = heartbeatMS
+                loggedInAgent = login.agentID
                 perform(machine.loginAccepted(heartbeatMS: heartbeatMS, serverTimeMS: serverTimeMS))
             case .rejected(let failure):
                 perform(machine.loginRejected(failure))

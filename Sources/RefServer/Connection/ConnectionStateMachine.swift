@@ -65,14 +65,6 @@ struct ConnectionStateMachine {
         self.serverMaxFrame = serverMaxFrame
     }
 
-    /// The agent this connection belongs to, once HELLO named it.
-    var agentID: String? {
-        switch phase {
-        case .awaitingHello, .closing: nil
-        case .awaitingLogin(let n), .authenticating(let n), .established(let n): n.agentID
-        }
-    }
-
     /// What the connection settled, once LOGIN_OK was sent.
     var established: Negotiated? {
         if case .established(let negotiated) = phase { return negotiated }

@@ -11,10 +11,16 @@ import Darwin
 /// server runs; the file is small and local, so the read is a few
 /// microseconds on the event loop.
 enum TokenFile {
-    struct ReadError: Error, CustomStringConvertible {
-        var path: String
-        var errno: Int32
-        var description: String { "cannot read token file \(path): \(String(cString: strerror(errno)))" }
+    enum ReadError: Error, CustomStringConvertible {
+        case unreadable(path: String, errno: Int32)
+        case tooLarge(path: String)
+
+        var description: String {
+            switch self {
+            case .unreadable(let path, let errno): "cannot read token file \(path): \(String(cString: strerror(errno)))"
+            case .tooLarge(let path): "token file \(path) is larger than \(TokenFile.maxSize) bytes; is it the right file?"
+            }
+        }
     }
 
     /// Refuses files above this size: a token file is a handful of lines.
@@ -40,7 +46,7 @@ enum TokenFile {
 
     private static func load(_ path: String) throws(ReadError) -> [UInt8] {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw ReadError(path: path, errno: errno) }
+        guard descriptor >= 0 else { throw .unreadable(path: path, errno: errno) }
         defer { close(descriptor) }
         var contents: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 4096)
@@ -48,11 +54,11 @@ enum TokenFile {
             let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
             if count < 0 {
                 if errno == EINTR { continue }
-                throw ReadError(path: path, errno: errno)
+                throw .unreadable(path: path, errno: errno)
             }
-            if count == 0 { break }
+            if count == 0 { return contents }
             contents.append(contentsOf: chunk[0..<count])
         }
-        return contents
+        throw .tooLarge(path: path)
     }
 }

@@ -76,8 +76,8 @@ public final class RefServer: Sendable {
         }
 
         let core = try await loop.submit { [store, stored, storeThread] in
-            NIOLoopBound(ServerCore(loop: loop, configuration: configuration, logger: logger, sslContext: sslContext,
-                                    store: store, storeThread: storeThread, stored: stored), eventLoop: loop)
+            NIOLoopBound(ServerCore(loop: loop, configuration: configuration, logger: logger, store: store,
+                                    storeThread: storeThread, stored: stored), eventLoop: loop)
         }.get()
 
         do {

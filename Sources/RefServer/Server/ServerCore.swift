@@ -2,7 +2,6 @@ import IMLink
 import Logging
 import NIOCore
 import NIOPosix
-import NIOSSL
 
 /// Owns everything server-wide: connections, sessions, knobs, counters.
 ///
@@ -17,7 +16,6 @@ final class ServerCore {
     let loop: EventLoop
     let configuration: RefServerConfiguration
     let logger: Logger
-    let sslContext: NIOSSLContext?
     let store: StateStore?
     let storeThread: NIOThreadPool?
 
@@ -41,12 +39,11 @@ final class ServerCore {
     var nextPushJobID = 1
     var stopping = false
 
-    init(loop: EventLoop, configuration: RefServerConfiguration, logger: Logger, sslContext: NIOSSLContext?,
+    init(loop: EventLoop, configuration: RefServerConfiguration, logger: Logger,
          store: StateStore?, storeThread: NIOThreadPool?, stored: StoredState) {
         self.loop = loop
         self.configuration = configuration
         self.logger = logger
-        self.sslContext = sslContext
         self.store = store
         self.storeThread = storeThread
         self.book = SessionBook(receiveWindow: configuration.receiveWindow, restoring: stored)

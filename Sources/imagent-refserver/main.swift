@@ -78,6 +78,11 @@ struct RefServerCommand: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "imagent.refserver")
+        // Taken before anything opens a descriptor: were stdin closed, a
+        // socket could take number 0 and pass for it. Duplicates, so the
+        // server closing them at end of input leaves stdin and stdout alone.
+        let commandInput = dup(STDIN_FILENO)
+        let commandOutput = dup(STDOUT_FILENO)
         // Ignored as signals, delivered as events below, so shutdown is orderly.
         signal(SIGTERM, SIG_IGN)
         signal(SIGINT, SIG_IGN)
@@ -92,11 +97,15 @@ struct RefServerCommand: AsyncParsableCommand {
         let server = try await RefServer.start(configuration: makeConfiguration(), logger: logger)
         print("listening on \(server.address)")
         fflush(nil)  // every stream: `stdout` itself is not concurrency-safe to name in Swift 6
-        do {
-            // Duplicates, so the server closing them at end of input leaves stdin and stdout alone.
-            try await server.serveCommands(input: dup(STDIN_FILENO), output: dup(STDOUT_FILENO))
-        } catch {
-            logger.debug("no admin commands on stdin: \(error)")
+        if commandInput >= 0, commandOutput >= 0 {
+            do {
+                try await server.serveCommands(input: commandInput, output: commandOutput)
+            } catch {
+                logger.debug("no admin commands on stdin: \(error)")
+            }
+        } else {
+            logger.debug("no admin commands on stdin: stdin or stdout is closed")
+            for descriptor in [commandInput, commandOutput] where descriptor >= 0 { close(descriptor) }
         }
 
         for await number in signals {

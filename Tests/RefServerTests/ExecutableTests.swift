@@ -81,6 +81,54 @@ struct ExecutableTests {
         #expect(!FileManager.default.fileExists(atPath: environment.adminSocket))
     }
 
+    /// Starts the binary on a free port; returns the process and the port from its first line.
+    static func spawn(_ arguments: [String]) async throws -> (process: Process, port: Int) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try binaryPath())
+        process.arguments = ["--listen", "127.0.0.1:0", "--log-level", "warning"] + arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let first = try await readLine(output.fileHandleForReading.fileDescriptor, timeout: .seconds(20))
+        guard first.hasPrefix("listening on 127.0.0.1:"), let port = Int(first.dropFirst("listening on 127.0.0.1:".count)) else {
+            process.terminate()
+            throw TestTimeout(what: "a listening line, got \"\(first)\"")
+        }
+        return (process, port)
+    }
+
+    @Test("what the server ACKed survives SIGKILL: a new process on the same state file has it all",
+          .timeLimit(.minutes(1)))
+    func acknowledgedData_survivesKill() async throws {
+        let environment = try TestEnvironment.make()
+        defer { environment.remove() }
+        let arguments = ["--token-file", environment.tokenFile, "--state", environment.statePath]
+
+        let (first, firstPort) = try await Self.spawn(arguments)
+        defer { if first.isRunning { kill(first.processIdentifier, SIGKILL) } }
+        let client = try await TestClient.connect(port: firstPort)
+        try await client.handshake(agentID: "agent-k")
+        try await client.open(1, service: "echo")
+        for seq in 1...5 as ClosedRange<UInt64> { try await client.sendData(1, seq: seq, "durable \(seq)") }
+        let frames = try await collect(client) { $0.acks.last == 5 && $0.dataSeqs.count == 5 }
+        #expect(frames.dataSeqs == [1, 2, 3, 4, 5])
+        // No graceful stop: whatever was acknowledged must already be on disk.
+        kill(first.processIdentifier, SIGKILL)
+        first.waitUntilExit()
+        await client.close()
+
+        let (second, secondPort) = try await Self.spawn(arguments)
+        defer { if second.isRunning { kill(second.processIdentifier, SIGTERM) } }
+        let again = try await TestClient.connect(port: secondPort)
+        try await again.handshake(agentID: "agent-k")
+        #expect(try await again.open(1, service: "echo", resumeAfter: 2).lastAcked == 5)
+        let resent = try await collect(again) { $0.dataSeqs.count == 3 }
+        #expect(resent.dataSeqs == [3, 4, 5])
+        #expect(resent.payloads == ["durable 3", "durable 4", "durable 5"])
+        await again.close()
+    }
+
     @Test("--help documents every admin command", .timeLimit(.minutes(1)))
     func help_listsEveryAdminCommand() async throws {
         let process = Process()

@@ -146,12 +146,19 @@ public final class RefServer: Sendable {
     /// (the executable passes duplicates of stdin and stdout). The server owns
     /// both descriptors from now on and closes them when the input ends.
     ///
-    /// NIO cannot poll a regular file, so when `output` is one (stdout
-    /// redirected to a log) replies are written to it directly: a file write
-    /// does not wait for a reader.
+    /// NIO can poll only pipes, sockets and terminals. When `output` is
+    /// something else (stdout redirected to a file or /dev/null) replies are
+    /// written to it directly, which never waits for a reader. When `input`
+    /// is something else (stdin from /dev/null) there is nothing to serve:
+    /// this throws `RefServerError.commandInputNotPollable` and closes both.
     public func serveCommands(input: CInt, output: CInt) async throws {
+        guard PollableDescriptor.isPollable(input) else {
+            close(input)
+            close(output)
+            throw RefServerError.commandInputNotPollable
+        }
         let core = self.core
-        do {
+        if PollableDescriptor.isPollable(output) {
             _ = try await NIOPipeBootstrap(group: loop)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
@@ -160,7 +167,7 @@ public final class RefServer: Sendable {
                 }
                 .takingOwnershipOfDescriptors(input: input, output: output)
                 .get()
-        } catch {
+        } else {
             let channel = try await NIOPipeBootstrap(group: loop)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
@@ -195,15 +202,18 @@ public final class RefServer: Sendable {
     }
 }
 
-/// Why a server could not start.
+/// Why a server could not start or serve commands.
 public enum RefServerError: Error, Hashable, Sendable, CustomStringConvertible {
     case invalidConfiguration(String)
     case bindFailed(String)
+    /// `serveCommands` was given an input NIO cannot poll, such as /dev/null.
+    case commandInputNotPollable
 
     public var description: String {
         switch self {
         case .invalidConfiguration(let problem): "invalid configuration: \(problem)"
         case .bindFailed(let problem): "cannot listen: \(problem)"
+        case .commandInputNotPollable: "the command input is not a pipe, socket or terminal"
         }
     }
 }

@@ -18,11 +18,11 @@ struct RefServerCommand: AsyncParsableCommand {
         commandName: "imagent-refserver",
         abstract: "The reference IMLink/1 server: services echo, sink and push, with fault knobs for tests.",
         discussion: """
-            The first line on stdout is "listening on HOST:PORT" with the real port. Logs go to stderr.
+            The first line on stdout is "listening on HOST:PORT" with the real port. Logs go to stderr. \
             SIGTERM or SIGINT stops the server cleanly (with --state, after the last commit).
 
-            Admin commands are read one per line from stdin and, with --admin-socket, from each
-            connection to that Unix socket; each gets one reply line:
+            Admin commands are read one per line from stdin (a pipe or terminal) and, with \
+            --admin-socket, from each connection to that Unix socket; each gets one reply line:
 
             \(AdminCommand.reference)
             """)

@@ -144,6 +144,8 @@ struct SessionBook {
     mutating func detach(_ connection: ConnectionID) {
         for (key, session) in sessions where session.attachment?.connection == connection {
             sessions[key]?.attachment = nil
+            sendable.remove(key)
+            acksDue.remove(key)
         }
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import IMLink
 import NIOCore
+import RefServer
 import Testing
 
 /// The `imagent-refserver` binary, spawned as a process.
@@ -127,6 +128,20 @@ struct ExecutableTests {
         #expect(resent.dataSeqs == [3, 4, 5])
         #expect(resent.payloads == ["durable 3", "durable 4", "durable 5"])
         await again.close()
+    }
+
+    @Test("commands are not served from /dev/null, which NIO cannot poll; the server keeps running")
+    func serveCommands_refusesDevNull() async throws {
+        try await withRefServer { server, _ in
+            let input = open("/dev/null", O_RDONLY)
+            let output = open("/dev/null", O_WRONLY)
+            await #expect(throws: RefServerError.commandInputNotPollable) {
+                try await server.serveCommands(input: input, output: output)
+            }
+            let client = try await TestClient.connect(port: server.port)
+            try await client.handshake(agentID: "agent-null")
+            await client.close()
+        }
     }
 
     @Test("--help documents every admin command", .timeLimit(.minutes(1)))

@@ -20,6 +20,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
     ],
     targets: [
         // C helpers and system libraries.
@@ -41,13 +42,20 @@ let package = Package(
             dependencies: ["IMLink", .product(name: "NIOCore", package: "swift-nio")]
         ),
 
+        // JSON text for IPC results and admin replies, written without Foundation.
+        .target(name: "JSONText"),
+
+        // A thin, safe Swift wrapper over SQLite's C API, shared by the reference server and the daemon's store.
+        .target(name: "SQLiteDatabase", dependencies: ["CSQLite"]),
+
         // The reference IMLink server: a library so tests and the daemon's development mode embed it.
         .target(
             name: "RefServer",
             dependencies: [
-                "IMLink", "CSQLite",
+                "IMLink", "SQLiteDatabase", "JSONText",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -108,7 +116,14 @@ let package = Package(
         .testTarget(name: "ConfigFileTests", dependencies: ["ConfigFile"]),
         .testTarget(
             name: "RefServerTests",
-            dependencies: ["RefServer", "IMLink", .product(name: "NIOPosix", package: "swift-nio")]
+            dependencies: [
+                "RefServer", "IMLink", "SQLiteDatabase", "JSONText",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .testTarget(name: "imagentdTests", dependencies: ["imagentd"]),
     ]

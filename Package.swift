@@ -94,10 +94,15 @@ let package = Package(
             name: "imagent-bench",
             dependencies: ["IMLink", "AgentIPC", .product(name: "NIOCore", package: "swift-nio")]
         ),
-        .executableTarget(name: "fuzz-imlink", dependencies: ["IMLink"], path: "fuzz/imlink"),
+        .target(name: "FuzzReplay", path: "fuzz/replay"),
+        .executableTarget(
+            name: "fuzz-imlink",
+            dependencies: ["IMLink", "FuzzReplay", .product(name: "NIOCore", package: "swift-nio")],
+            path: "fuzz/imlink"
+        ),
         .executableTarget(
             name: "fuzz-ipc",
-            dependencies: ["AgentIPC", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: ["AgentIPC", "FuzzReplay", .product(name: "NIOCore", package: "swift-nio")],
             path: "fuzz/ipc"
         ),
 

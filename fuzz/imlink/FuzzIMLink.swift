@@ -1,5 +1,8 @@
 import IMLink
 import NIOCore
+#if !FUZZING
+import FuzzReplay
+#endif
 
 /// libFuzzer entry point: any bytes as a stream of IMLink frames.
 ///
@@ -46,16 +49,10 @@ private func fixCRCs(_ buffer: inout ByteBuffer) {
 }
 
 #if !FUZZING
-/// Without libFuzzer (a normal build), replays the files named on the command
-/// line, so a crashing input can be run under a debugger or in a test.
 @main
-enum ReplayIMLink {
+struct ReplayIMLinkInputs {
     static func main() {
-        for path in CommandLine.arguments.dropFirst() {
-            let bytes = readFile(path)
-            _ = bytes.withUnsafeBufferPointer { fuzzIMLink($0.baseAddress ?? UnsafePointer(bitPattern: 1)!, $0.count) }
-            print("\(path): ok")
-        }
+        replayInputs(tool: "fuzz-imlink") { fuzzIMLink($0.assumingMemoryBound(to: UInt8.self), $1) }
     }
 }
 #endif

@@ -64,6 +64,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -95,6 +96,14 @@ let package = Package(
             name: "RefServerTests",
             dependencies: ["RefServer", "IMLink", .product(name: "NIOPosix", package: "swift-nio")]
         ),
-        .testTarget(name: "imagentdTests", dependencies: ["imagentd"]),
+        .testTarget(
+            name: "imagentdTests",
+            dependencies: [
+                "imagentd", "IMLink", "RefServer",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
     ]
 )

@@ -1,6 +1,6 @@
 import IMLink
 import NIOCore
-import NIOSSL
+import NIOTLS
 
 /// The inbound body limit of one connection: 1 MiB until HELLO_OK, then the
 /// MAX_FRAME we announced (wire.md section 1). Shared by the connection's

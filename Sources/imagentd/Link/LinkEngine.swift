@@ -99,7 +99,8 @@ final class LinkEngine: Sendable {
 
     /// A snapshot for `imagent status` and IPC STATUS.
     func status() async -> LinkStatus {
-        await statusFuture().get()
+        // Only a loop that is already shut down fails the submit.
+        (try? await statusFuture().get()) ?? LinkStatus(phase: .stopped(.shutdown))
     }
 
     func statusFuture() -> EventLoopFuture<LinkStatus> {

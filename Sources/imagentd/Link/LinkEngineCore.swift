@@ -42,6 +42,8 @@ final class LinkEngineCore {
     private var linkTimers: [LinkTimerID: Scheduled<Void>] = [:]
     private var heartbeatTimer: Scheduled<Void>?
     private var connection: Connection?
+    /// The endpoint the attempt in its resolve or TCP stage is for.
+    private var attemptEndpoint: (attempt: AttemptID, endpoint: Endpoint)?
 
     // Status bookkeeping.
     private var connectedSinceUnixMS: UInt64?
@@ -267,6 +269,7 @@ final class LinkEngineCore {
             attempts += 1
             obtainToken(attempt, dropCached: dropCached)
         case .resolve(let attempt, let endpoint):
+            attemptEndpoint = (attempt, endpoint)
             resolve(attempt, endpoint, now: now)
         case .connectTCP(let attempt, let addresses):
             connectTCP(attempt, addresses)
@@ -405,8 +408,11 @@ final class LinkEngineCore {
     }
 
     private func connectTCP(_ attempt: AttemptID, _ addresses: [ResolvedAddress]) {
-        guard case .connecting(.tcp, let endpoint) = machine.phase else {
-            preconditionFailure("the state machine asks for TCP only in the tcp stage")
+        // The machine's phase may already be ahead of the action being
+        // performed (actions are queued), so the endpoint comes from the
+        // resolve action of the same attempt.
+        guard let (resolvedAttempt, endpoint) = attemptEndpoint, resolvedAttempt == attempt else {
+            preconditionFailure("the state machine asks for TCP only after resolving the same attempt")
         }
         let limit = FrameLimit()
         connection = Connection(attempt: attempt, endpoint: endpoint, limit: limit)
@@ -533,7 +539,10 @@ final class LinkEngineCore {
             connectedSinceUnixMS = nil
             sessionDelegate?.linkLost(reason: reason)
         }
-        let transition = LinkTransition(from: from, to: to, reason: reason, status: status)
+        var snapshot = status
+        snapshot.state = to.shortName
+        snapshot.detail = to.description
+        let transition = LinkTransition(from: from, to: to, reason: reason, status: snapshot)
         onTransition?(transition)
         for continuation in streams.values { continuation.yield(transition) }
         finishShutdownIfStopped()

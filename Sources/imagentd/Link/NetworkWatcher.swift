@@ -41,6 +41,7 @@ final class NetworkWatcher: Sendable {
     private let thread: NIOThreadPool
     private let socket: Int32
     private let stopEvent: Int32
+    private let stopSignal: Int32
 
     init?(
         endpoints: [Endpoint],
@@ -52,18 +53,21 @@ final class NetworkWatcher: Sendable {
             logger.warning("network watcher off: cannot open an rtnetlink socket: \(errnoText())")
             return nil
         }
-        let stopEvent = eventfd(0, Int32(EFD_CLOEXEC))
-        guard stopEvent >= 0 else {
+        // A pipe wakes the thread for `stop()` (eventfd is not exported by the Glibc module).
+        var stopPipe: [Int32] = [-1, -1]
+        guard pipe(&stopPipe) == 0 else {
             close(socket)
-            logger.warning("network watcher off: eventfd: \(errnoText())")
+            logger.warning("network watcher off: pipe: \(errnoText())")
             return nil
         }
+        for fd in stopPipe { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         self.endpoints = endpoints
         self.debounce = debounce
         self.logger = logger
         self.report = report
         self.socket = socket
-        self.stopEvent = stopEvent
+        self.stopEvent = stopPipe[0]
+        self.stopSignal = stopPipe[1]
         self.thread = NIOThreadPool(numberOfThreads: 1)
     }
 
@@ -79,11 +83,12 @@ final class NetworkWatcher: Sendable {
 
     /// Stops and joins the thread, and closes the sockets.
     func stop() async {
-        var one: UInt64 = 1
-        _ = write(stopEvent, &one, 8)
+        var one: UInt8 = 1
+        _ = write(stopSignal, &one, 1)
         try? await thread.shutdownGracefully()
         close(socket)
         close(stopEvent)
+        close(stopSignal)
     }
 
     /// What is known after one check.

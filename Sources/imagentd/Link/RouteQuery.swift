@@ -9,7 +9,8 @@ import Musl
 /// "is there a default route?", and to subscribe to link, address and route
 /// changes. Blocking; used on the network watcher's thread only.
 enum RouteQuery {
-    // linux/netlink.h, linux/rtnetlink.h
+    // linux/netlink.h, linux/rtnetlink.h (not exported by the Glibc module)
+    static let netlinkRoute: Int32 = 0
     static let nlmsgError: UInt16 = 2
     static let nlmsgDone: UInt16 = 3
     static let rtmNewRoute: UInt16 = 24
@@ -37,7 +38,7 @@ enum RouteQuery {
 
     /// A netlink route socket, bound to `groups` (0 for a request socket).
     static func openSocket(groups: UInt32) -> Int32? {
-        let fd = socket(AF_NETLINK, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue), NETLINK_ROUTE)
+        let fd = socket(AF_NETLINK, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue), netlinkRoute)
         guard fd >= 0 else { return nil }
         // struct sockaddr_nl { u16 family; u16 pad; u32 pid; u32 groups; }
         var address = [UInt8](repeating: 0, count: 12)

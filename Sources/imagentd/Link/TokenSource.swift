@@ -79,7 +79,10 @@ enum TokenSource: Hashable, Sendable, CustomStringConvertible {
     private static func run(_ argv: [String], timeout: Duration) throws(TokenError) -> [UInt8] {
         guard let program = argv.first, !program.isEmpty else { throw TokenError("token command is empty") }
         var fds: [Int32] = [-1, -1]
-        guard pipe2(&fds, O_CLOEXEC) == 0 else { throw TokenError("pipe: \(errnoText())") }
+        guard pipe(&fds) == 0 else { throw TokenError("pipe: \(errnoText())") }
+        // Close-on-exec, so other children never hold the write end open;
+        // the child's dup2 onto stdout clears the flag on its copy.
+        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }

@@ -146,7 +146,7 @@ func unusedPort() throws -> Int {
 func shell(_ command: String, quiet: Bool = false) -> Int32 {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/bin/sh")
-    process.arguments = ["-c", quiet ? command + " >/dev/null 2>&1" : command]
+    process.arguments = ["-c", quiet ? "( \(command)\n) >/dev/null 2>&1" : command]
     do { try process.run() } catch { return -1 }
     process.waitUntilExit()
     return process.terminationStatus

@@ -18,20 +18,10 @@ final class DelayProxy: Sendable {
         let group = MultiThreadedEventLoopGroup.singleton
         let listener = try await ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.autoRead, value: false)
             .childChannelInitializer { inbound in
-                ClientBootstrap(group: inbound.eventLoop)
-                    .channelInitializer { outbound in
-                        outbound.eventLoop.makeCompletedFuture {
-                            try outbound.pipeline.syncOperations.addHandler(DelayingForwarder(peer: inbound, delay: oneWay))
-                        }
-                    }
-                    .connect(to: target)
-                    .flatMapThrowing { outbound in
-                        try inbound.pipeline.syncOperations.addHandler(DelayingForwarder(peer: outbound, delay: oneWay))
-                        inbound.setOption(.autoRead, value: true).whenComplete { _ in }
-                        inbound.read()
-                    }
+                inbound.eventLoop.makeCompletedFuture {
+                    try inbound.pipeline.syncOperations.addHandler(ProxyFrontend(target: target, delay: oneWay))
+                }
             }
             .bind(host: "127.0.0.1", port: 0)
             .get()
@@ -40,6 +30,65 @@ final class DelayProxy: Sendable {
 
     func stop() async {
         try? await listener.close()
+    }
+}
+
+/// The accepted side: connects to the target when active, holds what it
+/// reads until then, and forwards everything `delay` later.
+private final class ProxyFrontend: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    let target: SocketAddress
+    let delay: TimeAmount
+    private var backend: Channel?
+    private var held: [ByteBuffer] = []
+
+    init(target: SocketAddress, delay: TimeAmount) {
+        self.target = target
+        self.delay = delay
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        let inbound = context.channel
+        let delay = self.delay
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        ClientBootstrap(group: context.eventLoop)
+            .channelInitializer { outbound in
+                outbound.eventLoop.makeCompletedFuture {
+                    try outbound.pipeline.syncOperations.addHandler(DelayingForwarder(peer: inbound, delay: delay))
+                }
+            }
+            .connect(to: target)
+            .whenComplete { result in
+                switch result {
+                case .success(let outbound):
+                    let frontend = handler.value
+                    frontend.backend = outbound
+                    for bytes in frontend.held { frontend.forward(bytes) }
+                    frontend.held = []
+                case .failure:
+                    inbound.close(promise: nil)
+                }
+            }
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let bytes = unwrapInboundIn(data)
+        if backend == nil { held.append(bytes) } else { forward(bytes) }
+    }
+
+    private func forward(_ bytes: ByteBuffer) {
+        guard let backend else { return }
+        backend.eventLoop.scheduleTask(in: delay) { backend.writeAndFlush(bytes, promise: nil) }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if let backend { backend.eventLoop.scheduleTask(in: delay) { backend.close(promise: nil) } }
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
     }
 }
 

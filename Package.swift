@@ -19,6 +19,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
     ],
     targets: [
@@ -27,6 +28,9 @@ let package = Package(
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
+
+        // The configuration file format (a strict TOML subset with line numbers).
+        .target(name: "ConfigFile"),
 
         // Codecs: pure values, no I/O.
         .target(
@@ -38,13 +42,20 @@ let package = Package(
             dependencies: ["IMLink", .product(name: "NIOCore", package: "swift-nio")]
         ),
 
+        // JSON text for IPC results and admin replies, written without Foundation.
+        .target(name: "JSONText"),
+
+        // A thin, safe Swift wrapper over SQLite's C API, shared by the reference server and the daemon's store.
+        .target(name: "SQLiteDatabase", dependencies: ["CSQLite"]),
+
         // The reference IMLink server: a library so tests and the daemon's development mode embed it.
         .target(
             name: "RefServer",
             dependencies: [
-                "IMLink", "CSQLite",
+                "IMLink", "SQLiteDatabase", "JSONText",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -60,8 +71,9 @@ let package = Package(
         .executableTarget(
             name: "imagentd",
             dependencies: [
-                "IMLink", "AgentIPC", "RefServer", "CSQLite", "CSystemd",
+                "IMLink", "AgentIPC", "RefServer", "ConfigFile", "JSONText", "CSQLite", "CSystemd",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOTLS", package: "swift-nio"),
@@ -85,16 +97,35 @@ let package = Package(
             dependencies: ["IMLink", "AgentIPC", .product(name: "NIOCore", package: "swift-nio")]
         ),
         .executableTarget(name: "fuzz-imlink", dependencies: ["IMLink"], path: "fuzz/imlink"),
-        .executableTarget(name: "fuzz-ipc", dependencies: ["AgentIPC"], path: "fuzz/ipc"),
+        .executableTarget(
+            name: "fuzz-ipc",
+            dependencies: ["AgentIPC", .product(name: "NIOCore", package: "swift-nio")],
+            path: "fuzz/ipc"
+        ),
 
         .testTarget(
             name: "IMLinkTests",
             dependencies: ["IMLink", .product(name: "NIOTestUtils", package: "swift-nio")]
         ),
-        .testTarget(name: "AgentIPCTests", dependencies: ["AgentIPC"]),
+        .testTarget(
+            name: "AgentIPCTests",
+            dependencies: [
+                "AgentIPC",
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOTestUtils", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(name: "ConfigFileTests", dependencies: ["ConfigFile"]),
         .testTarget(
             name: "RefServerTests",
-            dependencies: ["RefServer", "IMLink", .product(name: "NIOPosix", package: "swift-nio")]
+            dependencies: [
+                "RefServer", "IMLink", "SQLiteDatabase", "JSONText",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .testTarget(
             name: "imagentdTests",

@@ -1,0 +1,259 @@
+import ConfigFile
+
+/// A problem in a configuration file, with the line it is on.
+struct ConfigProblem: Error, Hashable, Sendable, CustomStringConvertible {
+    var file: String
+    var line: Int
+    var message: String
+    var description: String { "\(file):\(line): \(message)" }
+}
+
+/// All the problems found in one file: validation reports every one, not just the first.
+struct ConfigProblems: Error, Sendable, CustomStringConvertible {
+    var problems: [ConfigProblem]
+    var description: String { problems.map(\.description).joined(separator: "\n") }
+}
+
+/// Reads `imagentd.toml` into a `DaemonConfiguration`, refusing unknown
+/// tables and keys and wrong types or values with `file:line` messages.
+enum ConfigLoader {
+    static func load(text: String, file: String) throws(ConfigProblems) -> DaemonConfiguration {
+        let document: TOMLTable
+        do {
+            document = try TOMLParser.parse(text)
+        } catch {
+            throw ConfigProblems(problems: [ConfigProblem(file: file, line: error.line, message: "column \(error.column): \(error.message)")])
+        }
+        var reader = Reader(file: file)
+        var configuration = DaemonConfiguration()
+        reader.read(document, into: &configuration)
+        reader.checkWhole(configuration, document: document)
+        guard reader.problems.isEmpty else {
+            // Stable sort: problems on one line keep the order they were found in.
+            let ordered = reader.problems.enumerated().sorted { ($0.element.line, $0.offset) < ($1.element.line, $1.offset) }
+            throw ConfigProblems(problems: ordered.map(\.element))
+        }
+        return configuration
+    }
+}
+
+/// One key's reader: converts a TOML value and stores it, or says what is wrong.
+private typealias KeyReader = @Sendable (inout DaemonConfiguration, TOMLValue) -> String?
+
+private struct Reader {
+    var file: String
+    var problems: [ConfigProblem] = []
+
+    mutating func problem(_ line: Int, _ message: String) {
+        problems.append(ConfigProblem(file: file, line: line, message: message))
+    }
+
+    /// The schema: table → key → reader. Key names are fixed by design.md and documented in imagentd.toml(5).
+    static let schema: [(table: String, keys: [(String, KeyReader)])] = [
+        ("server", [
+            ("endpoints", { c, v in stringList(v, nonEmpty: true).map { c.server.endpoints = $0 }.failure
+                ?? c.server.endpoints.lazy.compactMap(endpointProblem).first }),
+            ("agent_id", { c, v in string(v, length: 1...128).map { c.server.agentID = $0 }.failure }),
+            ("max_frame_bytes", { c, v in integer(v, in: 1_024...(16 << 20)).map { c.server.maxFrameBytes = UInt32($0) }.failure }),
+            ("tls", { c, v in
+                if case .boolean(let enabled) = v { c.server.tls.enabled = enabled; return nil }
+                return "expected true, false or a [server.tls] table, found \(v.typeName)"
+            }),
+        ]),
+        ("server.tls", [
+            ("enabled", { c, v in boolean(v).map { c.server.tls.enabled = $0 }.failure }),
+            ("ca_file", { c, v in path(v).map { c.server.tls.caFile = $0 }.failure }),
+            ("server_name", { c, v in string(v, length: 1...253).map { c.server.tls.serverName = $0 }.failure }),
+            ("certificate_file", { c, v in path(v).map { c.server.tls.certificateFile = $0 }.failure }),
+            ("private_key_file", { c, v in path(v).map { c.server.tls.privateKeyFile = $0 }.failure }),
+            ("verify", { c, v in boolean(v).map { c.server.tls.verify = $0 }.failure }),
+        ]),
+        ("auth", [
+            ("token_file", { c, v in path(v).map { c.token = .file($0) }.failure }),
+            ("token_command", { c, v in stringList(v, nonEmpty: true).map { c.token = .command($0) }.failure }),
+            ("token_credential", { c, v in string(v, length: 1...255).map { c.token = .credential($0) }.failure }),
+        ]),
+        ("ipc", [
+            ("socket", { c, v in path(v).map { c.ipc.socket = $0 }.failure }),
+            ("mode", { c, v in
+                guard case .string(let text) = v, let mode = UInt32(text, radix: 8), mode <= 0o777 else {
+                    return "expected an octal mode as a string, such as \"0660\""
+                }
+                c.ipc.mode = mode
+                return nil
+            }),
+            ("group", { c, v in string(v, length: 0...32).map { c.ipc.group = $0 }.failure }),
+            ("admin_group", { c, v in string(v, length: 0...32).map { c.ipc.adminGroup = $0 }.failure }),
+        ]),
+        ("store", [
+            ("directory", { c, v in path(v).map { c.store.directory = $0 }.failure }),
+            ("durability", { c, v in choice(v, DaemonConfiguration.Durability.self).map { c.store.durability = $0 }.failure }),
+        ]),
+        ("heartbeat", [
+            ("min_seconds", { c, v in integer(v, in: 1...3_600).map { c.heartbeat.minSeconds = $0 }.failure }),
+            ("max_seconds", { c, v in integer(v, in: 1...3_600).map { c.heartbeat.maxSeconds = $0 }.failure }),
+        ]),
+        ("reconnect", [
+            ("base_ms", { c, v in integer(v, in: 10...600_000).map { c.reconnect.baseMS = $0 }.failure }),
+            ("cap_ms", { c, v in integer(v, in: 10...3_600_000).map { c.reconnect.capMS = $0 }.failure }),
+        ]),
+        ("limits", [
+            ("max_clients", { c, v in integer(v, in: 1...65_536).map { c.limits.maxClients = $0 }.failure }),
+            ("max_sessions", { c, v in integer(v, in: 1...1_000_000).map { c.limits.maxSessions = $0 }.failure }),
+            ("max_payload_bytes", { c, v in integer(v, in: 1...(16 << 20)).map { c.limits.maxPayloadBytes = $0 }.failure }),
+            ("outbox_messages", { c, v in integer(v, in: 1...10_000_000).map { c.limits.outboxMessages = $0 }.failure }),
+            ("inbox_messages", { c, v in integer(v, in: 1...10_000_000).map { c.limits.inboxMessages = $0 }.failure }),
+        ]),
+        ("log", [
+            ("level", { c, v in choice(v, DaemonConfiguration.LogLevel.self).map { c.logLevel = $0 }.failure }),
+        ]),
+        ("network", [
+            ("watch", { c, v in boolean(v).map { c.watchNetwork = $0 }.failure }),
+        ]),
+        ("metrics", [
+            ("prometheus_listen", { c, v in
+                string(v, length: 0...300).map { c.prometheusListen = $0 }.failure
+                    ?? (c.prometheusListen.isEmpty ? nil : endpointProblem(c.prometheusListen))
+            }),
+        ]),
+    ]
+
+    mutating func read(_ document: TOMLTable, into configuration: inout DaemonConfiguration) {
+        read(document, name: "", into: &configuration)
+    }
+
+    private mutating func read(_ table: TOMLTable, name: String, into configuration: inout DaemonConfiguration) {
+        let keys = Self.schema.first { $0.table == name }?.keys ?? []
+        for entry in table.entries {
+            let qualified = name.isEmpty ? entry.key : "\(name).\(entry.key)"
+            if case .table(let child) = entry.value, Self.schema.contains(where: { $0.table == qualified }) {
+                if qualified == "server.tls" { configuration.server.tls.enabled = true }
+                read(child, name: qualified, into: &configuration)
+            } else if let reader = keys.first(where: { $0.0 == entry.key })?.1 {
+                if let message = reader(&configuration, entry.value) {
+                    problem(entry.line, "\(qualified): \(message)")
+                }
+            } else if name.isEmpty {
+                let tables = Self.schema.map { "[\($0.table)]" }.joined(separator: ", ")
+                problem(entry.line, "unknown table or key \"\(entry.key)\"; the file has the tables \(tables)")
+            } else {
+                let known = keys.map(\.0).joined(separator: ", ")
+                problem(entry.line, "unknown key \"\(entry.key)\" in [\(name)]; its keys are \(known)")
+            }
+        }
+    }
+
+    /// Rules that tie several keys together.
+    mutating func checkWhole(_ c: DaemonConfiguration, document: TOMLTable) {
+        func line(_ path: String...) -> Int {
+            var table = document
+            var found = 1
+            for key in path {
+                guard let entry = table[key] else { break }
+                found = entry.line
+                guard case .table(let child) = entry.value else { break }
+                table = child
+            }
+            return found
+        }
+        if c.heartbeat.minSeconds > c.heartbeat.maxSeconds {
+            problem(line("heartbeat", "min_seconds"), "heartbeat.min_seconds (\(c.heartbeat.minSeconds)) is above heartbeat.max_seconds (\(c.heartbeat.maxSeconds))")
+        }
+        if c.reconnect.baseMS > c.reconnect.capMS {
+            problem(line("reconnect", "base_ms"), "reconnect.base_ms (\(c.reconnect.baseMS)) is above reconnect.cap_ms (\(c.reconnect.capMS))")
+        }
+        if case .table(let auth)? = document["auth"]?.value, auth.entries.count > 1 {
+            problem(auth.entries[1].line, "[auth] takes one of token_file, token_command and token_credential, not several")
+        }
+        if c.server.tls.certificateFile.isEmpty != c.server.tls.privateKeyFile.isEmpty {
+            problem(line("server", "tls"), "server.tls: certificate_file and private_key_file go together")
+        }
+        if c.limits.maxPayloadBytes > Int(c.server.maxFrameBytes) {
+            problem(line("limits", "max_payload_bytes"), "limits.max_payload_bytes (\(c.limits.maxPayloadBytes)) is above server.max_frame_bytes (\(c.server.maxFrameBytes)): such messages could never be received")
+        }
+    }
+}
+
+// MARK: value readers: each returns the value, or the sentence that says what is wrong
+
+private enum Read<Value> {
+    case value(Value)
+    case problem(String)
+
+    func map(_ store: (Value) -> Void) -> Read<Void> {
+        switch self {
+        case .value(let value): store(value); return .value(())
+        case .problem(let message): return .problem(message)
+        }
+    }
+
+    var failure: String? {
+        if case .problem(let message) = self { return message }
+        return nil
+    }
+}
+
+private func string(_ value: TOMLValue, length: ClosedRange<Int>) -> Read<String> {
+    guard case .string(let text) = value else { return .problem("expected a string, found \(value.typeName)") }
+    guard length.contains(text.utf8.count) else {
+        return .problem("must be \(length.lowerBound)–\(length.upperBound) bytes long, not \(text.utf8.count)")
+    }
+    return .value(text)
+}
+
+private func path(_ value: TOMLValue) -> Read<String> {
+    guard case .string(let text) = value else { return .problem("expected a path as a string, found \(value.typeName)") }
+    guard text.hasPrefix("/") else { return .problem("\"\(text)\" must be an absolute path") }
+    return .value(text)
+}
+
+private func boolean(_ value: TOMLValue) -> Read<Bool> {
+    guard case .boolean(let flag) = value else { return .problem("expected true or false, found \(value.typeName)") }
+    return .value(flag)
+}
+
+private func integer(_ value: TOMLValue, in range: ClosedRange<Int>) -> Read<Int> {
+    guard case .integer(let number) = value else { return .problem("expected an integer, found \(value.typeName)") }
+    guard let int = Int(exactly: number), range.contains(int) else {
+        return .problem("\(number) is out of range \(range.lowerBound)–\(range.upperBound)")
+    }
+    return .value(int)
+}
+
+private func stringList(_ value: TOMLValue, nonEmpty: Bool) -> Read<[String]> {
+    guard case .array(let elements) = value else { return .problem("expected an array of strings, found \(value.typeName)") }
+    var strings: [String] = []
+    for element in elements {
+        guard case .string(let text) = element, !text.isEmpty else { return .problem("expected an array of non-empty strings") }
+        strings.append(text)
+    }
+    if nonEmpty, strings.isEmpty { return .problem("must not be empty") }
+    return .value(strings)
+}
+
+private func choice<E: RawRepresentable<String> & CaseIterable>(_ value: TOMLValue, _: E.Type) -> Read<E> {
+    let names = E.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")
+    guard case .string(let text) = value, let chosen = E(rawValue: text) else { return .problem("expected one of \(names)") }
+    return .value(chosen)
+}
+
+/// Checks `host:port` (IPv6 literal in brackets); nil when it is well formed.
+func endpointProblem(_ text: String) -> String? {
+    let host: Substring
+    let port: Substring
+    if text.hasPrefix("[") {
+        guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else {
+            return "\"\(text)\" is not host:port (an IPv6 address goes in brackets: [::1]:7443)"
+        }
+        host = text[text.index(after: text.startIndex)..<close]
+        port = text[text.index(close, offsetBy: 2)...]
+    } else {
+        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 2 else { return "\"\(text)\" is not host:port (an IPv6 address goes in brackets: [::1]:7443)" }
+        host = parts[0]
+        port = parts[1]
+    }
+    guard !host.isEmpty else { return "\"\(text)\" has no host" }
+    guard let number = UInt16(port), number > 0 else { return "\"\(text)\" has no valid port (1–65535)" }
+    return nil
+}

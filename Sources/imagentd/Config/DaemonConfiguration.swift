@@ -1,0 +1,92 @@
+/// Everything `imagentd.toml` can set, with the defaults a packaged system
+/// service uses. Every key is documented in `imagentd.toml(5)`.
+struct DaemonConfiguration: Hashable, Sendable {
+    struct Server: Hashable, Sendable {
+        /// `host:port` in failover order; IPv6 literals in brackets.
+        var endpoints: [String] = []
+        /// Stable identity of this installation (AGENT_ID); empty: derived from /etc/machine-id.
+        var agentID = ""
+        /// The largest DATA body this agent accepts (MAX_FRAME in HELLO).
+        var maxFrameBytes: UInt32 = 1 << 20
+        var tls = TLS()
+    }
+
+    struct TLS: Hashable, Sendable {
+        var enabled = false
+        /// PEM bundle of trusted CAs; empty: the system's trust store.
+        var caFile = ""
+        /// Name to verify (and send as SNI); empty: the endpoint's host.
+        var serverName = ""
+        var certificateFile = ""
+        var privateKeyFile = ""
+        /// Certificate verification; turning it off is for tests only.
+        var verify = true
+    }
+
+    enum TokenSource: Hashable, Sendable {
+        case file(String)
+        case command([String])
+        /// A systemd credential (`LoadCredential=`), read from `$CREDENTIALS_DIRECTORY`.
+        case credential(String)
+    }
+
+    struct IPC: Hashable, Sendable {
+        var socket = "/run/imagent/imagent.sock"
+        var mode: UInt32 = 0o660
+        /// Group that owns the socket; empty: the daemon's own.
+        var group = ""
+        /// Members of this group (and root) may CONNECT, DISCONNECT, RECONNECT and RELOAD.
+        var adminGroup = "imagent-admin"
+    }
+
+    enum Durability: String, Hashable, Sendable {
+        /// Committed messages survive a crash of the daemon (WAL, synchronous=NORMAL).
+        case process
+        /// Committed messages survive a power loss too (synchronous=FULL).
+        case power
+    }
+
+    struct Store: Hashable, Sendable {
+        var directory = "/var/lib/imagent"
+        var durability = Durability.power
+    }
+
+    struct Heartbeat: Hashable, Sendable {
+        var minSeconds = 15
+        var maxSeconds = 300
+    }
+
+    struct Reconnect: Hashable, Sendable {
+        var baseMS = 1_000
+        var capMS = 60_000
+    }
+
+    struct Limits: Hashable, Sendable {
+        var maxClients = 256
+        var maxSessions = 10_000
+        var maxPayloadBytes = 1 << 20
+        /// Messages waiting to go upstream, per session; beyond: QUEUE_FULL.
+        var outboxMessages = 10_000
+        /// Messages waiting for the local client, per session; beyond: WINDOW 0 upstream.
+        var inboxMessages = 10_000
+    }
+
+    enum LogLevel: String, Hashable, Sendable, CaseIterable {
+        case trace, debug, info, notice, warning, error, critical
+    }
+
+    var server = Server()
+    var token: TokenSource?
+    var ipc = IPC()
+    var store = Store()
+    var heartbeat = Heartbeat()
+    var reconnect = Reconnect()
+    var limits = Limits()
+    var logLevel = LogLevel.info
+    /// Watch rtnetlink for network changes.
+    var watchNetwork = true
+    /// `host:port` of a Prometheus text endpoint on loopback; empty: off.
+    var prometheusListen = ""
+}
+
+extension DaemonConfiguration.Durability: CaseIterable {}

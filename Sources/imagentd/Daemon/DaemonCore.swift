@@ -1,0 +1,218 @@
+import AgentIPC
+import JSONText
+import Logging
+import NIOCore
+
+/// The daemon's state on its one event loop: connected clients, the link,
+/// and the answers to every IPC request. No locks: everything here runs on
+/// `loop`, and slow work (SQLite, token commands) runs elsewhere and comes back.
+final class DaemonCore: IPCRequestHandler {
+    static let version = "0.1.0"
+
+    let loop: EventLoop
+    private(set) var configuration: DaemonConfiguration
+    let link: LinkEngine
+    private let logger: Logger
+    private let startedAt = WallClock.nowMS()
+    /// Re-reads the configuration file; nil in development mode (no file).
+    private let reloadConfiguration: (() throws -> DaemonConfiguration)?
+    private var clients: [UInt64: IPCClientConnection] = [:]
+    private var linkStatus: LinkStatus
+    private var shuttingDown = false
+    var onLinkStatus: ((LinkStatus) -> Void)?
+
+    init(configuration: DaemonConfiguration, link: LinkEngine, loop: EventLoop, logger: Logger,
+         reloadConfiguration: (() throws -> DaemonConfiguration)?) {
+        self.configuration = configuration
+        self.link = link
+        self.loop = loop
+        self.logger = logger
+        self.reloadConfiguration = reloadConfiguration
+        self.linkStatus = LinkStatus(phase: .stopped(reason: "not started"))
+    }
+
+    var welcome: IPCMessage.Welcome {
+        IPCMessage.Welcome(ipcVersion: 1, daemonVersion: Self.version, maxPayload: UInt32(configuration.limits.maxPayloadBytes),
+                           linkState: linkStatus.ipcLinkState)
+    }
+
+    // MARK: clients
+
+    func clientGreeted(_ client: IPCClientConnection) -> (IPCErrorCode, String)? {
+        if shuttingDown { return (.shuttingDown, "imagentd is shutting down") }
+        guard clients.count < configuration.limits.maxClients else {
+            logger.warning("refused a client: too many clients", metadata: ["client": "\(client.label)", "limit": "\(configuration.limits.maxClients)"])
+            return (.limitReached, "imagentd already serves \(configuration.limits.maxClients) clients ([limits] max_clients)")
+        }
+        clients[client.id] = client
+        return nil
+    }
+
+    func clientDisconnected(_ client: IPCClientConnection) {
+        clients[client.id] = nil
+        logger.debug("client disconnected", metadata: ["client": "\(client.label)"])
+    }
+
+    func clientCanReceive(_ client: IPCClientConnection) {}
+
+    /// Closes every client: shutdown has begun.
+    func closeAllClients() {
+        shuttingDown = true
+        for client in clients.values { client.closeWithError(.shuttingDown, "imagentd is shutting down") }
+    }
+
+    // MARK: requests
+
+    func handle(_ message: IPCMessage, request: UInt32, from client: IPCClientConnection) {
+        switch message {
+        case .ping:
+            client.reply(to: request, .pong(.init()))
+        case .status:
+            client.reply(to: request, .result(.init(json: statusJSON())))
+        case .metrics:
+            client.reply(to: request, .result(.init(json: metricsJSON())))
+        case .sessions:
+            client.reply(to: request, .result(.init(json: #"{"sessions":[]}"#)))
+        case .watch:
+            client.watching = true
+            client.reply(to: request, .ok(.init()))
+        case .connect, .disconnect, .reconnect, .reload:
+            guard client.isAdmin else {
+                let group = configuration.ipc.adminGroup
+                client.fail(request, .permissionDenied, "\(message.op) needs root or membership in the \(group.isEmpty ? "admin" : group) group")
+                return
+            }
+            admin(message, request: request, from: client)
+        case .open, .close, .detach, .send, .ack:
+            client.fail(request, .internal, "sessions are not available in this build of imagentd yet")
+        case .hello, .ok, .welcome, .opened, .accepted, .result, .pong, .error, .message, .acked, .expired,
+             .sessionState, .linkState, .event:
+            // IPCClientHandler lets only requests through, and HELLO only once.
+            preconditionFailure("\(message.op) reached the daemon as a request")
+        }
+    }
+
+    private func admin(_ message: IPCMessage, request: UInt32, from client: IPCClientConnection) {
+        logger.notice("admin request", metadata: ["op": "\(message.op)", "client": "\(client.label)"])
+        switch message {
+        case .connect: link.userConnect()
+        case .disconnect: link.userDisconnect()
+        case .reconnect: link.userReconnect()
+        case .reload:
+            if let problem = reload() {
+                client.fail(request, .badRequest, problem)
+                return
+            }
+        default:
+            preconditionFailure("admin() handles CONNECT, DISCONNECT, RECONNECT and RELOAD only")
+        }
+        client.reply(to: request, .ok(.init()))
+    }
+
+    /// Re-reads the configuration (SIGHUP or RELOAD). Returns what went wrong, or nil.
+    @discardableResult
+    func reload() -> String? {
+        guard let reloadConfiguration else { return "development mode has no configuration file to reload" }
+        do {
+            let fresh = try reloadConfiguration()
+            let report = ReloadPlan(from: configuration, to: fresh)
+            configuration = report.applied
+            logger.notice("configuration reloaded", metadata: [
+                "applied": "\(report.changedLive.joined(separator: ","))",
+                "needs_restart": "\(report.needsRestart.joined(separator: ","))",
+            ])
+            return nil
+        } catch {
+            logger.error("configuration not reloaded; keeping the running one", metadata: ["problems": "\(error)"])
+            return "configuration not reloaded: \(error)"
+        }
+    }
+
+    // MARK: link
+
+    func linkChanged(_ transition: LinkTransition) {
+        linkStatus = transition.status
+        logger.info("link \(transition.from.description) → \(transition.to.description)", metadata: [
+            "reason": "\(transition.reason)", "endpoint": "\(transition.status.endpoint ?? "-")",
+        ])
+        onLinkStatus?(transition.status)
+        var event = JSONWriter()
+        event.beginObject()
+        event.field("event", "link")
+        event.field("time_ms", WallClock.nowMS())
+        event.field("state", transition.status.state)
+        event.field("detail", transition.status.detail)
+        event.field("reason", transition.reason)
+        event.endObject()
+        for client in clients.values where client.watching {
+            client.send(event: .event(.init(json: event.text)))
+        }
+    }
+
+    func statusJSON() -> String {
+        let now = WallClock.nowMS()
+        var json = JSONWriter()
+        json.beginObject()
+        json.beginObject("link")
+        json.field("state", linkStatus.state)
+        json.field("detail", linkStatus.detail)
+        json.field("endpoint", linkStatus.endpoint)
+        json.field("connected_since_ms", linkStatus.connectedSinceUnixMS)
+        json.field("uptime_s", linkStatus.connectedSinceUnixMS.map { now >= $0 ? (now - $0) / 1000 : 0 })
+        json.field("rtt_ms", linkStatus.smoothedRTT.map(\.milliseconds))
+        json.field("heartbeat_s", linkStatus.heartbeatInterval.map(\.seconds))
+        json.field("reconnects", linkStatus.reconnectCount)
+        json.field("attempts", linkStatus.attempts)
+        json.field("last_error", linkStatus.lastError)
+        json.endObject()
+        json.beginObject("daemon")
+        json.field("version", Self.version)
+        json.field("pid", Int(getpid()))
+        json.field("uptime_s", (now - startedAt) / 1000)
+        json.field("clients", clients.count)
+        json.endObject()
+        json.beginObject("sessions")
+        json.field("count", 0)
+        json.field("outbox", 0)
+        json.field("inbox", 0)
+        json.endObject()
+        json.endObject()
+        return json.text
+    }
+
+    func metricsJSON() -> String {
+        var json = JSONWriter()
+        json.beginObject()
+        json.beginObject("counters")
+        json.field("link_attempts_total", linkStatus.attempts)
+        json.field("link_reconnects_total", linkStatus.reconnectCount)
+        json.endObject()
+        json.beginObject("gauges")
+        json.field("link_connected", linkStatus.state == "connected" ? 1 : 0)
+        json.field("ipc_clients", clients.count)
+        json.field("link_rtt_ms", linkStatus.smoothedRTT.map(\.milliseconds) ?? 0)
+        json.field("heartbeat_interval_s", linkStatus.heartbeatInterval.map(\.seconds) ?? 0)
+        json.endObject()
+        json.endObject()
+        return json.text
+    }
+}
+
+extension LinkStatus {
+    var ipcLinkState: LinkStateValue {
+        switch state {
+        case "connected": .connected
+        case "connecting": .connecting
+        case "disconnecting": .disconnecting
+        default: .disconnected
+        }
+    }
+}
+
+extension Duration {
+    var milliseconds: Double {
+        Double(components.seconds) * 1000 + Double(components.attoseconds) / 1e15
+    }
+
+    var seconds: Double { milliseconds / 1000 }
+}

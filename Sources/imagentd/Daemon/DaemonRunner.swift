@@ -1,0 +1,81 @@
+import Logging
+import NIOCore
+import NIOPosix
+import UnixSignals
+
+/// Starts the daemon's parts in dependency order, runs until SIGTERM or
+/// SIGINT, and stops them in reverse order: the IPC server stops accepting,
+/// clients are told, the link closes cleanly, and the loop ends.
+enum DaemonRunner {
+    static func run(configuration: DaemonConfiguration, reload: (@Sendable () throws -> DaemonConfiguration)?,
+                    logger: Logger) async throws {
+        let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint, .sighup)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let loop = group.next()
+        let notifier = SystemdNotifier()
+
+        let link = try LinkEngine(configuration: LinkConfiguration(configuration), eventLoop: loop, logger: logger)
+        let core = try await loop.submit {
+            NIOLoopBound(DaemonCore(configuration: configuration, link: link, loop: loop, logger: logger,
+                                    reloadConfiguration: reload),
+                         eventLoop: loop)
+        }.get()
+        link.onTransition { transition in core.value.linkChanged(transition) }
+        try await loop.submit {
+            core.value.onLinkStatus = { status in notifier.status(status.systemdStatus) }
+        }.get()
+
+        let server: IPCServer
+        do {
+            let handler = try await loop.submit { NIOLoopBound<any IPCRequestHandler>(core.value, eventLoop: loop) }.get()
+            server = try await IPCServer.start(
+                settings: .init(socketPath: configuration.ipc.socket, mode: configuration.ipc.mode, group: configuration.ipc.group,
+                                adminGroup: configuration.ipc.adminGroup, maxPayload: UInt32(configuration.limits.maxPayloadBytes),
+                                adoptedDescriptor: SocketActivation.listeningDescriptors().first),
+                eventLoop: loop, daemon: handler, logger: logger)
+        } catch {
+            logger.critical("cannot serve IPC: \(error)")
+            await link.shutdown()
+            try? await group.shutdownGracefully()
+            throw error
+        }
+
+        link.start()
+        let watchdog = notifier.watchdogInterval.map { interval in
+            loop.scheduleRepeatedTask(initialDelay: .zero, delay: .nanoseconds(Int64(interval.nanoseconds / 2))) { _ in
+                notifier.watchdogPing()
+            }
+        }
+        notifier.ready(status: "link starting; IPC on \(configuration.ipc.socket)")
+        logger.info("imagentd \(DaemonCore.version) started", metadata: ["socket": "\(configuration.ipc.socket)"])
+
+        for await signal in signals {
+            if signal == .sighup {
+                notifier.reloading()
+                _ = try? await loop.submit { core.value.reload() }.get()
+                notifier.ready(status: "configuration reloaded")
+                continue
+            }
+            logger.notice("shutting down", metadata: ["signal": "\(signal)"])
+            break
+        }
+
+        notifier.stopping()
+        watchdog?.cancel()
+        await server.stop()
+        try? await loop.submit { core.value.closeAllClients() }.get()
+        await link.shutdown()
+        try? await group.shutdownGracefully()
+        logger.info("imagentd stopped")
+    }
+}
+
+extension LinkStatus {
+    /// One line for `systemctl status`.
+    var systemdStatus: String {
+        switch state {
+        case "connected": "connected to \(endpoint ?? "?")"
+        default: detail
+        }
+    }
+}

@@ -1,0 +1,57 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Logging
+import RefServer
+
+/// `imagentd --dev`: no configuration file, an embedded reference server on
+/// loopback, and state, token and socket in one local folder.
+struct DevelopmentMode {
+    let directory: String
+    let server: RefServer
+    let configuration: DaemonConfiguration
+
+    static func start(directory relative: String, logger: Logger) async throws -> DevelopmentMode {
+        let directory = absolute(relative)
+        for path in [directory, directory + "/state"] where mkdir(path, 0o700) != 0 && errno != EEXIST {
+            throw DevelopmentModeError("cannot create \(path): \(String(cString: strerror(errno)))")
+        }
+        let tokenFile = directory + "/token"
+        // A fixed development token: the folder is private (0700) and the server listens on loopback only.
+        try write("dev-token\n", to: tokenFile)
+        let server = try await RefServer.start(
+            configuration: RefServerConfiguration(host: "127.0.0.1", port: 0, tokenFile: tokenFile,
+                                                  statePath: directory + "/refserver.sqlite3"),
+            logger: Logger(label: "imagent.refserver", factory: { _ in logger.handler }))
+        var configuration = DaemonConfiguration()
+        configuration.server.endpoints = [server.address]
+        configuration.server.agentID = "imagentd-dev"
+        configuration.token = .file(tokenFile)
+        configuration.ipc.socket = directory + "/imagent.sock"
+        configuration.ipc.mode = 0o600
+        configuration.store.directory = directory + "/state"
+        configuration.store.durability = .process
+        configuration.watchNetwork = false
+        return DevelopmentMode(directory: directory, server: server, configuration: configuration)
+    }
+
+    private static func absolute(_ path: String) -> String {
+        if path.hasPrefix("/") { return path }
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX))
+        guard getcwd(&buffer, buffer.count) != nil else { return path }
+        return String(cString: buffer) + "/" + path
+    }
+
+    private static func write(_ text: String, to path: String) throws {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw DevelopmentModeError("cannot write \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        let written = text.utf8CString.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count - 1) }
+        guard written == text.utf8.count else { throw DevelopmentModeError("cannot write \(path): short write") }
+    }
+}
+
+struct DevelopmentModeError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}

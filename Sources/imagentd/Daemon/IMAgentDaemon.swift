@@ -1,0 +1,78 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import ArgumentParser
+import Logging
+
+/// `imagentd`: the connection agent daemon.
+@main
+struct IMAgentDaemon: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "imagentd",
+        abstract: "Keeps one persistent link to an IM server and shares it with local programs.",
+        discussion: """
+            Local programs connect to the IPC socket (Agent IPC/1, imagent-ipc(7)); `imagent` \
+            queries and controls the daemon. Signals: SIGTERM and SIGINT shut down gracefully, \
+            SIGHUP re-reads the configuration. Exit status: 0 after a clean shutdown, 1 when the \
+            configuration is invalid or the daemon cannot start.
+            """)
+
+    @Option(name: .customLong("config"), help: ArgumentHelp("Run with this configuration file.", valueName: "file"))
+    var configPath = "/etc/imagent/imagentd.toml"
+
+    @Option(name: .customLong("check-config"),
+            help: ArgumentHelp("Validate this configuration file and exit: 0 when valid, 1 with file:line errors.", valueName: "file"))
+    var checkConfigPath: String?
+
+    @Flag(name: .customLong("dev"), help: "Development mode: no configuration file, an embedded loopback reference server.")
+    var development = false
+
+    @Option(name: .customLong("dev-dir"), help: ArgumentHelp("Folder for development mode's state, token and socket.", valueName: "dir"))
+    var developmentDirectory = ".dev"
+
+    func run() async throws {
+        if let checkConfigPath {
+            do {
+                _ = try ConfigFileReader.load(checkConfigPath)
+                print("\(checkConfigPath): valid")
+                return
+            } catch {
+                printError("\(error)")
+                throw ExitCode(1)
+            }
+        }
+
+        let logger = DaemonLogging.bootstrap(level: .info)
+        if development {
+            let dev = try await DevelopmentMode.start(directory: developmentDirectory, logger: logger)
+            print("imagentd (development mode): socket \(dev.configuration.ipc.socket), reference server \(dev.server.address)")
+            print("try: IMAGENT_SOCKET=\(dev.configuration.ipc.socket) imagent status")
+            try await DaemonRunner.run(configuration: dev.configuration, reload: nil, logger: logger)
+            try await dev.server.stop()
+            return
+        }
+
+        let configuration: DaemonConfiguration
+        do {
+            configuration = try ConfigFileReader.load(configPath)
+        } catch {
+            printError("\(error)")
+            printError("imagentd: not started; fix the configuration (check it with `imagentd --check-config \(configPath)`)")
+            throw ExitCode(1)
+        }
+        DaemonLogging.setLevel(configuration.logLevel)
+        let path = configPath
+        try await DaemonRunner.run(configuration: configuration, reload: { try ConfigFileReader.load(path) }, logger: logger)
+    }
+}
+
+func printError(_ text: String) {
+    var standardError = StandardError()
+    print(text, to: &standardError)
+}
+
+struct StandardError: TextOutputStream {
+    mutating func write(_ string: String) {
+        _ = string.utf8CString.withUnsafeBytes { fputs($0.baseAddress!.assumingMemoryBound(to: CChar.self), stderr) }
+    }
+}

@@ -1,0 +1,41 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Decides who may run the admin ops (CONNECT, DISCONNECT, RECONNECT, RELOAD)
+/// and see every session: root, and members of the configured admin group.
+struct AdminPolicy: Sendable {
+    var adminGroup: String
+
+    func isAdmin(_ peer: PeerCredentials) -> Bool {
+        if peer.uid == 0 { return true }
+        guard !adminGroup.isEmpty, let groupID = Self.groupID(named: adminGroup) else { return false }
+        return peer.gid == groupID || Self.supplementaryGroups(of: peer.uid).contains(groupID)
+    }
+
+    static func groupID(named name: String) -> gid_t? {
+        var group = group()
+        var result: UnsafeMutablePointer<group>?
+        var buffer = [CChar](repeating: 0, count: 16_384)
+        guard getgrnam_r(name, &group, &buffer, buffer.count, &result) == 0, result != nil else { return nil }
+        return group.gr_gid
+    }
+
+    /// The groups the user belongs to in the group database. The kernel's
+    /// SO_PEERCRED carries only the primary gid, so membership is looked up.
+    static func supplementaryGroups(of uid: uid_t) -> [gid_t] {
+        var passwd = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 16_384)
+        guard getpwuid_r(uid, &passwd, &buffer, buffer.count, &result) == 0, result != nil, let name = passwd.pw_name else {
+            return []
+        }
+        var count: Int32 = 64
+        var groups = [gid_t](repeating: 0, count: Int(count))
+        if getgrouplist(name, passwd.pw_gid, &groups, &count) == -1 {
+            groups = [gid_t](repeating: 0, count: Int(count))
+            guard getgrouplist(name, passwd.pw_gid, &groups, &count) != -1 else { return [] }
+        }
+        return Array(groups.prefix(Int(count)))
+    }
+}

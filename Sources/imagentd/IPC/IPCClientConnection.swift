@@ -1,0 +1,74 @@
+import AgentIPC
+import NIOCore
+
+/// The daemon's side of one connected local program. Lives on the daemon's
+/// event loop; every method must be called there.
+final class IPCClientConnection {
+    let id: UInt64
+    let peer: PeerCredentials
+    let isAdmin: Bool
+    private let channel: Channel
+    /// CLIENT_NAME from HELLO, for logs.
+    var name = ""
+    var greeted = false
+    /// Subscribed to EVENT frames (WATCH).
+    var watching = false
+
+    /// Bytes the daemon may queue for a client beyond the channel's high water
+    /// mark before it gives up on that client: replies and small events only,
+    /// as message delivery itself stops while the channel is not writable.
+    static let queuedBytesLimit = 8 << 20
+
+    init(id: UInt64, peer: PeerCredentials, isAdmin: Bool, channel: Channel) {
+        self.id = id
+        self.peer = peer
+        self.isAdmin = isAdmin
+        self.channel = channel
+    }
+
+    /// False while the client is not reading fast enough: stop sending it messages.
+    var isWritable: Bool { channel.isWritable }
+
+    var label: String { name.isEmpty ? "client \(id) (\(peer))" : "client \(id) \"\(name)\" (\(peer))" }
+
+    func reply(to request: UInt32, _ message: IPCMessage) {
+        guard request != 0 || !message.isSilentSuccess else { return }
+        write(IPCFrame(request: request, message: message))
+    }
+
+    func fail(_ request: UInt32, _ code: IPCErrorCode, _ text: String) {
+        write(IPCFrame(request: request, message: .error(.init(code: code, message: text))))
+    }
+
+    func send(event: IPCMessage) {
+        write(.event(event))
+    }
+
+    /// Sends a last ERROR and closes: for protocol violations and shutdown.
+    func closeWithError(request: UInt32 = 0, _ code: IPCErrorCode, _ text: String) {
+        let frame = IPCFrame(request: request, message: .error(.init(code: code, message: text)))
+        channel.writeAndFlush(frame).whenComplete { [channel] _ in channel.close(promise: nil) }
+    }
+
+    func close() {
+        channel.close(promise: nil)
+    }
+
+    private func write(_ frame: IPCFrame) {
+        let pending = (try? channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes)) ?? 0
+        guard pending <= Self.queuedBytesLimit else {
+            // A client that reads nothing while it keeps asking would otherwise grow without bound.
+            channel.close(promise: nil)
+            return
+        }
+        channel.writeAndFlush(frame, promise: nil)
+    }
+}
+
+extension IPCMessage {
+    /// OK to a request with id 0 is not sent at all (`ipc.md` §2).
+    var isSilentSuccess: Bool {
+        if case .ok = self { return true }
+        return false
+    }
+}

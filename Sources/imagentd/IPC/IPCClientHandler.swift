@@ -1,0 +1,79 @@
+import AgentIPC
+import Logging
+import NIOCore
+
+/// Translates one client channel's frames into calls on the daemon: enforces
+/// HELLO first, answers decode errors with ERROR and closes that client only.
+final class IPCClientHandler: ChannelInboundHandler {
+    typealias InboundIn = IPCFrame
+
+    private let client: IPCClientConnection
+    private let daemon: IPCRequestHandler
+    private let logger: Logger
+
+    init(client: IPCClientConnection, daemon: IPCRequestHandler, logger: Logger) {
+        self.client = client
+        self.daemon = daemon
+        self.logger = logger
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        guard client.greeted else {
+            greet(frame)
+            return
+        }
+        guard frame.message.op.direction == .request else {
+            refuse(request: frame.request, .badRequest, "\(frame.message.op) is not a request a client may send")
+            return
+        }
+        if case .hello = frame.message {
+            refuse(request: frame.request, .badRequest, "HELLO was already sent on this connection")
+            return
+        }
+        daemon.handle(frame.message, request: frame.request, from: client)
+    }
+
+    private func greet(_ frame: IPCFrame) {
+        guard case .hello(let hello) = frame.message else {
+            refuse(request: frame.request, .badRequest, "the first frame on a connection must be HELLO, not \(frame.message.op)")
+            return
+        }
+        guard hello.ipcVersion == 1 else {
+            refuse(request: frame.request, .versionUnsupported, "this daemon speaks IPC version 1, not \(hello.ipcVersion)")
+            return
+        }
+        client.name = hello.clientName ?? ""
+        if let (code, text) = daemon.clientGreeted(client) {
+            refuse(request: frame.request, code, text)
+            return
+        }
+        client.greeted = true
+        logger.debug("client connected", metadata: ["client": "\(client.label)", "admin": "\(client.isAdmin)"])
+        client.reply(to: frame.request, .welcome(daemon.welcome))
+    }
+
+    private func refuse(request: UInt32, _ code: IPCErrorCode, _ text: String) {
+        logger.notice("closing a client that broke the protocol", metadata: ["client": "\(client.label)", "error": "\(text)"])
+        client.closeWithError(request: request, code, text)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        if let error = error as? IPCError {
+            refuse(request: error.request, error.code, error.description)
+        } else {
+            logger.debug("client connection failed", metadata: ["client": "\(client.label)", "error": "\(error)"])
+            context.close(promise: nil)
+        }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable, client.greeted { daemon.clientCanReceive(client) }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if client.greeted { daemon.clientDisconnected(client) }
+        context.fireChannelInactive()
+    }
+}

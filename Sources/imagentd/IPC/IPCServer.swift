@@ -1,0 +1,74 @@
+import AgentIPC
+import Logging
+import NIOCore
+import NIOPosix
+
+/// The Unix-socket listener for Agent IPC/1: binds the configured path (or
+/// adopts the socket systemd passed), reads each client's credentials from
+/// the kernel, and gives every client its own pipeline on the daemon's loop.
+final class IPCServer: Sendable {
+    struct Settings: Sendable {
+        var socketPath: String
+        var mode: UInt32
+        var group: String
+        var adminGroup: String
+        var maxPayload: UInt32
+        /// A listening socket passed by systemd (`LISTEN_FDS`); nil: bind `socketPath`.
+        var adoptedDescriptor: CInt?
+    }
+
+    private let channel: Channel
+    let socketPath: String
+    private let ownsSocketFile: Bool
+
+    private init(channel: Channel, socketPath: String, ownsSocketFile: Bool) {
+        self.channel = channel
+        self.socketPath = socketPath
+        self.ownsSocketFile = ownsSocketFile
+    }
+
+    /// Starts listening. `daemon` is only touched on `eventLoop`.
+    static func start(settings: Settings, eventLoop: EventLoop, daemon: NIOLoopBound<any IPCRequestHandler>,
+                      logger: Logger) async throws -> IPCServer {
+        let policy = AdminPolicy(adminGroup: settings.adminGroup)
+        let nextID = NIOLoopBoundBox<UInt64>(0, eventLoop: eventLoop)
+        let bootstrap = ServerBootstrap(group: eventLoop)
+            .serverChannelOption(.backlog, value: 256)
+            .childChannelOption(.writeBufferWaterMark, value: .init(low: 64 << 10, high: 1 << 20))
+            .childChannelInitializer { channel in
+                PeerCredentials.of(channel).flatMapThrowing { peer in
+                    nextID.value += 1
+                    let client = IPCClientConnection(id: nextID.value, peer: peer, isAdmin: policy.isAdmin(peer), channel: channel)
+                    let handlers: [ChannelHandler] = [
+                        ByteToMessageHandler(IPCFrameDecoder(maxPayload: settings.maxPayload)),
+                        MessageToByteHandler(IPCFrameEncoder()),
+                        IPCClientHandler(client: client, daemon: daemon.value, logger: logger),
+                    ]
+                    try channel.pipeline.syncOperations.addHandlers(handlers)
+                }
+            }
+
+        if let descriptor = settings.adoptedDescriptor {
+            let channel = try await bootstrap.withBoundSocket(descriptor).get()
+            logger.info("serving IPC on the socket systemd passed", metadata: ["socket": "\(settings.socketPath)"])
+            return IPCServer(channel: channel, socketPath: settings.socketPath, ownsSocketFile: false)
+        }
+        try SocketPath.prepare(settings.socketPath)
+        let channel = try await bootstrap.bind(unixDomainSocketPath: settings.socketPath).get()
+        if let problem = SocketPath.setPermissions(settings.socketPath, mode: settings.mode, group: settings.group) {
+            logger.warning("\(problem)")
+        }
+        logger.info("serving IPC", metadata: ["socket": "\(settings.socketPath)"])
+        return IPCServer(channel: channel, socketPath: settings.socketPath, ownsSocketFile: true)
+    }
+
+    /// Stops accepting; connected clients are closed by the daemon.
+    func stop() async {
+        try? await channel.close()
+        if ownsSocketFile { unlinkSocket() }
+    }
+
+    private func unlinkSocket() {
+        _ = socketPath.withCString { unlink($0) }
+    }
+}

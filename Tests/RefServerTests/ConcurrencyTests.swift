@@ -1,0 +1,52 @@
+import IMLink
+import NIOCore
+import RefServer
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@Suite("Many agents at once")
+struct ConcurrencyTests {
+    static let agents = 1000
+
+    @Test("1,000 concurrent agents log in and each gets its message echoed", .timeLimit(.minutes(2)))
+    func thousandAgents_loginAndEcho() async throws {
+        try raiseDescriptorLimit(to: 8192)
+        try await withRefServer(limit: .seconds(90)) { server, _ in
+            let clients = try await withThrowingTaskGroup(of: TestClient.self) { group in
+                for index in 0..<Self.agents {
+                    group.addTask {
+                        // Generous: the whole suite may be running beside this test on two cores.
+                        let client = try await TestClient.connect(port: server.port, frameTimeout: .seconds(30))
+                        try await client.handshake(agentID: "load-\(index)")
+                        try await client.open(1, service: "echo")
+                        try await client.sendData(1, seq: 1, "hello from \(index)")
+                        let frames = try await collect(client) { $0.dataSeqs.count == 1 && $0.acks == [1] }
+                        #expect(frames.payloads == ["hello from \(index)"])
+                        return client
+                    }
+                }
+                var clients: [TestClient] = []
+                for try await client in group { clients.append(client) }
+                return clients
+            }
+            #expect(clients.count == Self.agents)
+            let stats = await server.execute(.stats)
+            #expect(stats.contains("\"connections\":\(Self.agents),"))
+            #expect(stats.contains("\"messages_in\":\(Self.agents),"))
+            for client in clients { await client.close() }
+        }
+    }
+
+    /// 1,000 clients and 1,000 server sockets live in this one process.
+    private func raiseDescriptorLimit(to wanted: rlim_t) throws {
+        var limit = rlimit()
+        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        guard limit.rlim_cur < wanted else { return }
+        limit.rlim_cur = min(wanted, limit.rlim_max)
+        setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        #expect(limit.rlim_cur >= 2 * rlim_t(Self.agents) + 100, "too few file descriptors for this test")
+    }
+}

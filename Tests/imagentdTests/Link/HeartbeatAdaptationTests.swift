@@ -8,7 +8,7 @@ import Testing
 /// The heartbeat on real links: the interval chosen over a fast and a slow
 /// path, and NAT probing against a server that black-holes idle links.
 /// Figures are printed, and only the policy's direction is asserted.
-@Suite("Heartbeat on real links", .serialized, .timeLimit(.minutes(2)))
+@Suite("Heartbeat on real links", .serialized, .timeLimit(.minutes(4)))
 struct HeartbeatAdaptationTests {
     /// Connects through a delay proxy, keeps a session "open" (active mode,
     /// where quality scales the interval) and samples the interval.
@@ -70,11 +70,18 @@ struct HeartbeatAdaptationTests {
         let (engine, recorder) = try startEngine(configuration)
         try await recorder.waitFor(timeout: 10, "LOGIN_OK") { $0.isConnected }
 
+        // Probing climbs 1 s → 2 s → … (3 answered PINGs per step) until an
+        // idle gap reaches the black hole; then the link dies and the
+        // interval is pinned. Watch until 8 s after the first death.
         var samples: [Duration] = []
-        let end = nowSeconds() + 45
-        while nowSeconds() < end {
+        let end = nowSeconds() + 110
+        var settleAt: Double?
+        while nowSeconds() < min(end, settleAt ?? end) {
             if let interval = await engine.status().heartbeatInterval, samples.last != interval {
                 samples.append(interval)
+            }
+            if settleAt == nil, let death = recorder.all.first(where: { $0.transition.leftConnected }) {
+                settleAt = death.at + 8
             }
             try await Task.sleep(for: .milliseconds(200))
         }

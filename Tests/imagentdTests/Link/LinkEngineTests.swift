@@ -42,6 +42,7 @@ struct LinkEngineTests {
         let (engine, recorder) = try startEngine(testLinkConfiguration(endpoints: [server.address], tokenFile: tokens))
         try await recorder.waitFor(timeout: 10, "first LOGIN_OK") { $0.isConnected }
 
+        let stoppedAt = nowSeconds()
         try await server.stop()
         let lost = try await recorder.waitFor(timeout: 10, "link lost") { $0.leftConnected }
         let mark = recorder.count
@@ -49,7 +50,7 @@ struct LinkEngineTests {
         server = try await startServer(tokenFile: tokens, port: port)
         let serverUp = nowSeconds()
         let back = try await recorder.waitFor(after: mark, timeout: 10, "LOGIN_OK after restart") { $0.isConnected }
-        print("restart: lost at +\(String(format: "%.3f", lost.at - serverUp + 1.5)) s before restart; "
+        print("restart: link lost \(String(format: "%.0f", (lost.at - stoppedAt) * 1000)) ms after the server stopped; "
             + "server up → LOGIN_OK in \(String(format: "%.0f", (back.at - serverUp) * 1000)) ms "
             + "(backoff cap \(engine.configuration.reconnectCap))")
         #expect(back.at - serverUp < 1.0 + 0.5, "at most one capped backoff after the server is back")

@@ -245,6 +245,13 @@ struct HeartbeatPolicy<Random: RandomNumberGenerator> {
         }
     }
 
+    /// A round trip measured outside PING/PONG (HELLO sent → HELLO_OK
+    /// received), so the first PONG deadline already fits the path instead of
+    /// the 15 s a link without samples gets.
+    mutating func seedRTT(sample: Duration) {
+        rtt.add(sample: sample)
+    }
+
     /// A session waited too long for an ACK.
     mutating func ackOverdue(now: MonotonicInstant) -> Action {
         suspect(now: now)

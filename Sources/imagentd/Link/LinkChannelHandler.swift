@@ -1,0 +1,61 @@
+import IMLink
+import NIOCore
+import NIOTLS
+
+/// The inbound body limit of one connection: 1 MiB until HELLO_OK, then the
+/// MAX_FRAME we announced (wire.md section 1). Shared by the connection's
+/// decoder and the engine, on the loop only: the engine raises it while the
+/// HELLO_OK is being delivered, before the decoder parses the next frame.
+final class FrameLimit {
+    var maxBody: UInt32 = FrameHeader.defaultMaxBody
+}
+
+/// `IMLinkFrameDecoder` with a limit that can be raised mid-stream.
+struct NegotiatedFrameDecoder: NIOSingleStepByteToMessageDecoder {
+    typealias InboundOut = Frame
+    let limit: FrameLimit
+
+    mutating func decode(buffer: inout ByteBuffer) throws -> Frame? {
+        var decoder = IMLinkFrameDecoder(maxBody: limit.maxBody)
+        return try decoder.decode(buffer: &buffer)
+    }
+
+    mutating func decodeLast(buffer: inout ByteBuffer, seenEOF: Bool) throws -> Frame? {
+        try decode(buffer: &buffer)
+    }
+}
+
+/// The last handler of a link connection. It only translates channel events
+/// into engine events tagged with the attempt they belong to; the engine
+/// (and through it the state machine) decides what they mean.
+final class LinkChannelHandler: ChannelInboundHandler {
+    typealias InboundIn = Frame
+
+    let attempt: AttemptID
+    private weak var engine: LinkEngineCore?
+
+    init(attempt: AttemptID, engine: LinkEngineCore) {
+        self.attempt = attempt
+        self.engine = engine
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        engine?.received(unwrapInboundIn(data), on: attempt)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let tlsEvent = event as? TLSUserEvent, case .handshakeCompleted(let alpn) = tlsEvent {
+            engine?.tlsHandshakeCompleted(on: attempt, negotiatedProtocol: alpn)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        engine?.channelFailed(attempt, error: error)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        engine?.channelClosed(attempt)
+        context.fireChannelInactive()
+    }
+}

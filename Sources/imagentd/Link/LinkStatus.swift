@@ -1,0 +1,85 @@
+import IMLink
+
+/// A snapshot of the link for `imagent status`, IPC STATUS and sd_notify.
+struct LinkStatus: Hashable, Sendable {
+    /// Short state name: stopped, waiting, connecting, connected, disconnecting.
+    var state: String
+    /// The full phase, as logged ("connecting (tls) to a:7443").
+    var detail: String
+    /// The endpoint of the current attempt or link, `host:port`.
+    var endpoint: String?
+    /// When the current link reached LOGIN_OK (Unix ms, wall clock).
+    var connectedSinceUnixMS: UInt64?
+    var smoothedRTT: Duration?
+    /// The heartbeat interval in force (before jitter), while connected.
+    var heartbeatInterval: Duration?
+    /// Links established after the first one.
+    var reconnectCount: Int
+    /// Connection attempts started since the engine started.
+    var attempts: Int
+    /// The reason of the last transition away from a working or attempted link.
+    var lastError: String?
+
+    init(phase: LinkPhase) {
+        state = phase.shortName
+        detail = phase.description
+        reconnectCount = 0
+        attempts = 0
+    }
+}
+
+/// One state change of the link, with the reason the state machine gave.
+struct LinkTransition: Sendable {
+    var from: LinkPhase
+    var to: LinkPhase
+    var reason: String
+    var status: LinkStatus
+}
+
+extension LinkPhase {
+    var shortName: String {
+        switch self {
+        case .stopped: "stopped"
+        case .waitingToReconnect, .waitingForNetwork: "waiting"
+        case .connecting: "connecting"
+        case .connected: "connected"
+        case .disconnecting: "disconnecting"
+        }
+    }
+
+    var isConnected: Bool {
+        switch self {
+        case .connected: true
+        case .stopped, .waitingToReconnect, .waitingForNetwork, .connecting, .disconnecting: false
+        }
+    }
+}
+
+/// What sessions (the SessionRouter) hear from the link. Called on the
+/// engine's event loop only; the router runs on the same loop.
+protocol LinkSessionDelegate: AnyObject {
+    /// LOGIN_OK: send OPEN for every session, then resend unacknowledged DATA.
+    func linkEstablished(negotiated: HelloResult, serverMaxFrame: UInt32)
+    /// The link is gone; nothing can be sent until the next `linkEstablished`.
+    func linkLost(reason: String)
+    /// OPEN_OK, OPEN_FAIL, DATA, ACK, WINDOW, CLOSE, or ERROR with a session id.
+    func received(_ frame: Frame)
+}
+
+/// What the network watcher tells the engine.
+enum NetworkEvent: Hashable, Sendable, CustomStringConvertible {
+    /// The endpoints became reachable (a route to them exists).
+    case up
+    /// No route to any endpoint.
+    case down
+    /// Still reachable, but links, addresses or routes changed.
+    case changed
+
+    var description: String {
+        switch self {
+        case .up: "network up"
+        case .down: "network down"
+        case .changed: "network changed"
+        }
+    }
+}

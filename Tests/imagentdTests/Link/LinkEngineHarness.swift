@@ -1,0 +1,153 @@
+import Foundation
+import IMLink
+import Logging
+import NIOCore
+import NIOPosix
+import RefServer
+import Synchronization
+import Testing
+
+@testable import imagentd
+
+/// A scratch directory, removed by `cleanup()`.
+struct ScratchDirectory {
+    let path: String
+
+    init(_ name: String = "linktest") throws {
+        path = NSTemporaryDirectory() + "imagent-\(name)-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+
+    func write(_ name: String, _ text: String) throws -> String {
+        let file = path + "/" + name
+        try text.write(toFile: file, atomically: true, encoding: .utf8)
+        return file
+    }
+
+    func cleanup() { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// Seconds on the monotonic clock, for measurements printed by the tests.
+func nowSeconds() -> Double {
+    Double(monotonicNanoseconds()) / 1e9
+}
+
+/// Every transition of one engine, time-stamped, for waiting and asserting.
+final class TransitionRecorder: Sendable {
+    struct Entry: Sendable {
+        var at: Double
+        var transition: LinkTransition
+    }
+
+    private let entries = Mutex<[Entry]>([])
+
+    func record(_ transition: LinkTransition) {
+        let entry = Entry(at: nowSeconds(), transition: transition)
+        entries.withLock { $0.append(entry) }
+        print("  [\(String(format: "%.3f", entry.at))] \(transition.to) — \(transition.reason)")
+    }
+
+    var all: [Entry] { entries.withLock { $0 } }
+
+    /// Waits until an entry after index `from` satisfies `predicate`.
+    @discardableResult
+    func waitFor(
+        after from: Int = 0,
+        timeout: Double,
+        _ what: String,
+        _ predicate: @escaping (LinkTransition) -> Bool
+    ) async throws -> Entry {
+        let deadline = nowSeconds() + timeout
+        while nowSeconds() < deadline {
+            let found = entries.withLock { list in list.dropFirst(from).first { predicate($0.transition) } }
+            if let found { return found }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        Issue.record("timed out after \(timeout) s waiting for \(what)")
+        throw HarnessError.timeout(what)
+    }
+
+    var count: Int { entries.withLock { $0.count } }
+}
+
+enum HarnessError: Error { case timeout(String) }
+
+extension LinkTransition {
+    var isConnected: Bool { to.isConnected }
+    var connectedEndpoint: Endpoint? {
+        if case .connected(let endpoint) = to { return endpoint }
+        return nil
+    }
+    var leftConnected: Bool { from.isConnected && !to.isConnected }
+    var isAttemptStart: Bool {
+        if case .connecting(.token, _) = to { return true }
+        return false
+    }
+}
+
+/// The configuration tests start from: tiny bounds so everything runs in seconds.
+func testLinkConfiguration(endpoints: [String], tokenFile: String) -> LinkConfiguration {
+    var configuration = LinkConfiguration(endpoints: endpoints, token: .file(tokenFile), agentID: "test-agent-\(getpid())")
+    configuration.heartbeatMin = .seconds(1)
+    configuration.heartbeatMax = .seconds(2)
+    configuration.heartbeatProbeStep = .milliseconds(250)
+    configuration.reconnectBase = .milliseconds(200)
+    configuration.reconnectCap = .seconds(1)
+    configuration.reconnectHerdSpread = .milliseconds(400)
+    configuration.stageTimeout = .seconds(3)
+    configuration.watchNetwork = false
+    return configuration
+}
+
+func testLogger(_ label: String) -> Logger {
+    var logger = Logger(label: label)
+    logger.logLevel = ProcessInfo.processInfo.environment["LINK_TEST_LOG"] == nil ? .critical : .debug
+    return logger
+}
+
+/// An engine with a recorder attached, started.
+func startEngine(_ configuration: LinkConfiguration) throws -> (LinkEngine, TransitionRecorder) {
+    let engine = try LinkEngine(
+        configuration: configuration,
+        eventLoop: MultiThreadedEventLoopGroup.singleton.next(),
+        logger: testLogger("link-test")
+    )
+    let recorder = TransitionRecorder()
+    engine.onTransition { recorder.record($0) }
+    engine.start()
+    return (engine, recorder)
+}
+
+/// A reference server in this process.
+func startServer(
+    tokenFile: String,
+    host: String = "127.0.0.1",
+    port: Int = 0,
+    heartbeatMS: UInt32 = 30_000,
+    tls: RefServerConfiguration.TLS? = nil
+) async throws -> RefServer {
+    try await RefServer.start(
+        configuration: RefServerConfiguration(host: host, port: port, tokenFile: tokenFile, heartbeatMS: heartbeatMS, tls: tls),
+        logger: testLogger("refserver")
+    )
+}
+
+/// A port on 127.0.0.1 that nothing listens on (bound, then released).
+func unusedPort() throws -> Int {
+    let channel = try ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        .bind(host: "127.0.0.1", port: 0).wait()
+    let port = channel.localAddress!.port!
+    try channel.close().wait()
+    return port
+}
+
+/// Runs a command, returns its exit status (output to the test log).
+@discardableResult
+func shell(_ command: String, quiet: Bool = false) -> Int32 {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/bin/sh")
+    process.arguments = ["-c", quiet ? "( \(command)\n) >/dev/null 2>&1" : command]
+    do { try process.run() } catch { return -1 }
+    process.waitUntilExit()
+    return process.terminationStatus
+}

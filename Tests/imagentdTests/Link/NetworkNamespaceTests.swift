@@ -1,0 +1,205 @@
+import Foundation
+import Testing
+
+@testable import imagentd
+
+/// The reference server binary in a network namespace of its own, joined to
+/// this (root) namespace by a veth pair with a /30 in 10.231.0.0/16 that the
+/// test creates and removes: link cuts with nftables (100 % loss), and link
+/// flaps with `ip link` seen by the network watcher.
+///
+/// Only addresses this test creates are ever used. A blackhole-like
+/// `unreachable` route for the /30 (metric 9999, under the connected route)
+/// keeps packets for the test address from ever leaving through a default
+/// route while the veth is down; it also makes "no route" visible to the
+/// watcher in that case.
+@Suite("Link through a network namespace", .serialized, .timeLimit(.minutes(2)))
+struct NetworkNamespaceTests {
+    static let refserverBinary: String? = {
+        if let path = ProcessInfo.processInfo.environment["IMAGENT_REFSERVER"] { return path }
+        var root = URL(fileURLWithPath: #filePath)
+        for _ in 0..<4 { root.deleteLastPathComponent() }
+        for candidate in [".build/debug/imagent-refserver", ".build/x86_64-unknown-linux-gnu/debug/imagent-refserver"] {
+            let path = root.appendingPathComponent(candidate).path
+            if FileManager.default.isExecutableFile(atPath: path) { return path }
+        }
+        return nil
+    }()
+
+    /// Why the test cannot run here, or nil.
+    static let unavailableReason: String? = {
+        guard getuid() == 0 else { return "needs root for ip netns" }
+        guard shell("ip netns list", quiet: true) == 0 else { return "ip netns does not work here" }
+        guard shell("command -v nft", quiet: true) == 0 else { return "nft is not installed" }
+        guard refserverBinary != nil else { return "imagent-refserver is not built (swift build --product imagent-refserver)" }
+        return nil
+    }()
+
+    @Test(.enabled(if: unavailableReason == nil, "root, ip netns, nft and the refserver binary"))
+    func survivesCutsAndFlaps() async throws {
+        if let reason = Self.unavailableReason { print("skipping the namespace test: \(reason)") }
+        let topology = try NamespaceTopology()
+        defer { topology.tearDown() }
+        let scratch = try ScratchDirectory("netns")
+        defer { scratch.cleanup() }
+        let tokens = try scratch.write("tokens", "secret-ns\n")
+        let server = try RefServerProcess(
+            binary: try #require(Self.refserverBinary),
+            namespace: topology.namespace,
+            listen: "\(topology.serverAddress):0",
+            tokenFile: tokens
+        )
+        defer { server.terminate() }
+
+        var configuration = testLinkConfiguration(endpoints: ["\(topology.serverAddress):\(server.port)"], tokenFile: tokens)
+        configuration.watchNetwork = true
+        configuration.stageTimeout = .seconds(2)
+        let (engine, recorder) = try startEngine(configuration)
+        try await recorder.waitFor(timeout: 10, "LOGIN_OK across the veth") { $0.isConnected }
+        let interval = await engine.status().heartbeatInterval
+
+        // 1. Cut: every packet dropped in the server's namespace.
+        var mark = recorder.count
+        try #require(topology.cut(), "nft rule")
+        let cutAt = nowSeconds()
+        let dead = try await recorder.waitFor(after: mark, timeout: 20, "heartbeat death") { $0.leftConnected }
+        let detection = dead.at - cutAt
+        print("netns cut (100 % loss): link declared dead after \(String(format: "%.2f", detection)) s "
+            + "(interval \(interval.map { "\($0)" } ?? "-") + 2 PONG deadlines of 3 s) — \(dead.transition.reason)")
+        #expect(detection <= 2.2 + 6 + 1)
+
+        // 2. Restore: the engine is retrying on its own (no network event).
+        try await Task.sleep(for: .seconds(1))
+        mark = recorder.count
+        try #require(topology.restore(), "nft delete")
+        let restoredAt = nowSeconds()
+        let back = try await recorder.waitFor(after: mark, timeout: 15, "LOGIN_OK after restore") { $0.isConnected }
+        print("netns restore → LOGIN_OK in \(String(format: "%.0f", (back.at - restoredAt) * 1000)) ms (backoff, no watcher event)")
+
+        // 3. Flap: the agent-side veth goes down; the watcher sees the route go.
+        mark = recorder.count
+        try #require(topology.setHostLink(up: false), "ip link down")
+        let downAt = nowSeconds()
+        let waiting = try await recorder.waitFor(after: mark, timeout: 5, "waiting for network") {
+            if case .waitingForNetwork = $0.to { true } else { false }
+        }
+        print("veth down → link dropped, waiting for network after \(String(format: "%.0f", (waiting.at - downAt) * 1000)) ms")
+        try await Task.sleep(for: .seconds(2))
+        #expect(!recorder.all.dropFirst(mark).contains { $0.transition.isAttemptStart }, "no attempts without a route")
+        mark = recorder.count
+        try #require(topology.setHostLink(up: true), "ip link up")
+        let upAt = nowSeconds()
+        let relinked = try await recorder.waitFor(after: mark, timeout: 10, "LOGIN_OK after the flap") { $0.isConnected }
+        let flapFigure = relinked.at - upAt
+        print("veth up → LOGIN_OK in \(String(format: "%.0f", flapFigure * 1000)) ms (network watcher)")
+        #expect(flapFigure < 2.0, "the watcher brings the link back within about a second")
+
+        await engine.shutdown()
+    }
+}
+
+/// The namespace, the veth pair, the addresses and routes of one test run.
+final class NamespaceTopology {
+    let namespace: String
+    let hostLink: String
+    let serverLink: String
+    let hostAddress: String
+    let serverAddress: String
+    let subnet: String
+
+    init() throws {
+        let pid = Int(getpid())
+        namespace = "imtest-srv-\(pid)"
+        hostLink = "imt\(pid % 10_000_000)h"
+        serverLink = "imt\(pid % 10_000_000)s"
+        let third = (pid / 64) % 256
+        let base = (pid % 64) * 4
+        subnet = "10.231.\(third).\(base)/30"
+        hostAddress = "10.231.\(third).\(base + 1)"
+        serverAddress = "10.231.\(third).\(base + 2)"
+        let setup = """
+            set -e
+            ip netns add \(namespace)
+            ip link add \(hostLink) type veth peer name \(serverLink)
+            ip link set \(serverLink) netns \(namespace)
+            ip route add unreachable \(subnet) metric 9999
+            ip addr add \(hostAddress)/30 dev \(hostLink)
+            ip link set \(hostLink) up
+            ip -n \(namespace) link set lo up
+            ip -n \(namespace) addr add \(serverAddress)/30 dev \(serverLink)
+            ip -n \(namespace) link set \(serverLink) up
+            """
+        guard shell(setup) == 0 else {
+            tearDown()
+            throw TopologyError.setupFailed
+        }
+    }
+
+    func cut() -> Bool {
+        shell("""
+            printf 'table inet imtest {\\n chain in { type filter hook input priority 0; policy drop; }\\n chain out { type filter hook output priority 0; policy drop; }\\n}\\n' \
+              | ip netns exec \(namespace) nft -f -
+            """) == 0
+    }
+
+    func restore() -> Bool {
+        shell("ip netns exec \(namespace) nft delete table inet imtest") == 0
+    }
+
+    func setHostLink(up: Bool) -> Bool {
+        shell("ip link set \(hostLink) \(up ? "up" : "down")") == 0
+    }
+
+    /// Removes everything, whatever state the test left it in.
+    func tearDown() {
+        shell("ip netns exec \(namespace) nft delete table inet imtest", quiet: true)
+        shell("ip link del \(hostLink)", quiet: true)
+        shell("ip netns del \(namespace)", quiet: true)
+        shell("ip route del unreachable \(subnet) metric 9999", quiet: true)
+    }
+
+    enum TopologyError: Error { case setupFailed }
+}
+
+/// `imagent-refserver` started in a namespace; its stdin stays open for admin commands.
+final class RefServerProcess {
+    let process = Process()
+    let input = Pipe()
+    let output = Pipe()
+    let port: Int
+
+    init(binary: String, namespace: String, listen: String, tokenFile: String) throws {
+        process.executableURL = URL(fileURLWithPath: "/usr/sbin/ip").resolvingSymlinksInPath()
+        if !FileManager.default.isExecutableFile(atPath: process.executableURL!.path) {
+            process.executableURL = URL(fileURLWithPath: "/sbin/ip")
+        }
+        process.arguments = ["netns", "exec", namespace, binary, "--listen", listen, "--token-file", tokenFile]
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // The first line is "listening on HOST:PORT".
+        var line = Data()
+        let handle = output.fileHandleForReading
+        while !line.contains(UInt8(ascii: "\n")) {
+            let chunk = handle.availableData
+            if chunk.isEmpty { break }
+            line.append(chunk)
+        }
+        let text = String(decoding: line, as: UTF8.self)
+        guard let portText = text.split(separator: "\n").first?.split(separator: ":").last, let port = Int(portText) else {
+            process.terminate()
+            throw RefServerProcessError.noListeningLine(text)
+        }
+        self.port = port
+    }
+
+    func terminate() {
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+        }
+    }
+
+    enum RefServerProcessError: Error { case noListeningLine(String) }
+}

@@ -23,13 +23,6 @@ struct DaemonConfiguration: Hashable, Sendable {
         var verify = true
     }
 
-    enum TokenSource: Hashable, Sendable {
-        case file(String)
-        case command([String])
-        /// A systemd credential (`LoadCredential=`), read from `$CREDENTIALS_DIRECTORY`.
-        case credential(String)
-    }
-
     struct IPC: Hashable, Sendable {
         var socket = "/run/imagent/imagent.sock"
         var mode: UInt32 = 0o660
@@ -76,6 +69,7 @@ struct DaemonConfiguration: Hashable, Sendable {
     }
 
     var server = Server()
+    /// `[auth]`; nil: the systemd credential `imlink-token` (`LinkConfiguration.defaultCredential`).
     var token: TokenSource?
     var ipc = IPC()
     var store = Store()

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import AgentIPC
 import JSONText
 import Logging
@@ -28,7 +31,7 @@ final class DaemonCore: IPCRequestHandler {
         self.loop = loop
         self.logger = logger
         self.reloadConfiguration = reloadConfiguration
-        self.linkStatus = LinkStatus(phase: .stopped(reason: "not started"))
+        self.linkStatus = LinkStatus(phase: .stopped(.notStarted))
     }
 
     var welcome: IPCMessage.Welcome {

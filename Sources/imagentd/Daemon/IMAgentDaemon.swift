@@ -66,13 +66,9 @@ struct IMAgentDaemon: AsyncParsableCommand {
     }
 }
 
+/// Writes one line to standard error (the stream, not the `stderr` global,
+/// which Swift 6 treats as shared mutable state).
 func printError(_ text: String) {
-    var standardError = StandardError()
-    print(text, to: &standardError)
-}
-
-struct StandardError: TextOutputStream {
-    mutating func write(_ string: String) {
-        _ = string.utf8CString.withUnsafeBytes { fputs($0.baseAddress!.assumingMemoryBound(to: CChar.self), stderr) }
-    }
+    let line = text + "\n"
+    _ = line.utf8CString.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count - 1) }
 }

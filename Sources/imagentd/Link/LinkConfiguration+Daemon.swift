@@ -12,13 +12,7 @@ extension LinkConfiguration {
     /// The link's part of `imagentd.toml`: `[server]`, `[server.tls]`,
     /// `[auth]`, `[heartbeat]`, `[reconnect]`, `watch_network`.
     init(_ daemon: DaemonConfiguration) {
-        let token: TokenSource =
-            switch daemon.token {
-            case .file(let path)?: .file(path)
-            case .command(let argv)?: .command(argv)
-            case .credential(let name)?: .credential(name)
-            case nil: .credential(Self.defaultCredential)
-            }
+        let token = daemon.token ?? .credential(Self.defaultCredential)
         let agentID = daemon.server.agentID.isEmpty ? Self.machineAgentID() : daemon.server.agentID
         self.init(endpoints: daemon.server.endpoints, token: token, agentID: agentID)
         let tls = daemon.server.tls
@@ -36,7 +30,7 @@ extension LinkConfiguration {
         reconnectBase = .milliseconds(daemon.reconnect.baseMS)
         reconnectCap = .milliseconds(daemon.reconnect.capMS)
         watchNetwork = daemon.watchNetwork
-        agentVersion = nil
+        agentVersion = DaemonCore.version
     }
 
     /// A stable AGENT_ID from /etc/machine-id (the same on every start, and

@@ -10,6 +10,7 @@ let package = Package(
         .executable(name: "imagent", targets: ["imagent-cli"]),
         .executable(name: "imagent-refserver", targets: ["imagent-refserver"]),
         .executable(name: "imagent-bench", targets: ["imagent-bench"]),
+        .executable(name: "imagent-example", targets: ["imagent-example"]),
         .executable(name: "fuzz-imlink", targets: ["fuzz-imlink"]),
         .executable(name: "fuzz-ipc", targets: ["fuzz-ipc"]),
         .library(name: "IMLink", targets: ["IMLink"]),
@@ -37,7 +38,12 @@ let package = Package(
         ),
         .target(
             name: "AgentIPC",
-            dependencies: ["IMLink", .product(name: "NIOCore", package: "swift-nio")]
+            dependencies: [
+                "IMLink",
+                .product(name: "NIOCore", package: "swift-nio"),
+                // The Swift client (Client/) connects through NIOPosix; the codec itself does no I/O.
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
         ),
 
         // The reference IMLink server: a library so tests and the daemon's development mode embed it.
@@ -79,6 +85,14 @@ let package = Package(
             ]
         ),
 
+        // The documented example program for the Swift client (examples/swift-echo/README.md).
+        .executableTarget(
+            name: "imagent-example",
+            dependencies: ["AgentIPC", .product(name: "NIOCore", package: "swift-nio")],
+            path: "examples/swift-echo",
+            exclude: ["README.md"]
+        ),
+
         // Measurements and fuzzers.
         .executableTarget(
             name: "imagent-bench",
@@ -109,5 +123,15 @@ let package = Package(
             dependencies: ["RefServer", "IMLink", .product(name: "NIOPosix", package: "swift-nio")]
         ),
         .testTarget(name: "imagentdTests", dependencies: ["imagentd"]),
+        // The Swift client and the `imagent` binary against a fake daemon (a test double of the
+        // IPC peer); depending on imagent-cli makes `swift test` build the binary the tests run.
+        .testTarget(
+            name: "imagentCLITests",
+            dependencies: [
+                "AgentIPC", "imagent-cli",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
     ]
 )

@@ -78,6 +78,30 @@ import Testing
         }
     }
 
+    @Test func aBacklogOfUnreadEvents_neverBlocksAReply_andLosesNothing() async throws {
+        // More MESSAGE events than the client buffers before it stops reading
+        // (IPCEvents.highWatermark): the STATUS reply behind them must still
+        // arrive, and every message must come out once, in order.
+        let backlog = 3 * 1024
+        var script = FakeDaemon.Script()
+        script.inbound = [7: (1...backlog).map { Array("m\($0)".utf8) }]
+        try await withFakeDaemon(script) { daemon in
+            let client = try await IPCClient.connect(socketPath: daemon.socketPath, clientName: "t")
+            _ = try await client.attach(session: 7)
+            try await Task.sleep(for: .milliseconds(100))
+            #expect(try await client.status() == FakeDaemon.statusJSON)
+            var seqs: [UInt64] = []
+            for try await event in client.events {
+                guard case .message(let message) = event else { continue }
+                #expect(String(buffer: message.payload) == "m\(message.seq)")
+                seqs.append(message.seq)
+                if seqs.count == backlog { break }
+            }
+            #expect(seqs == Array(1...UInt64(backlog)))
+            await client.close()
+        }
+    }
+
     @Test func watchDeliversTheDaemonsEvents() async throws {
         try await withFakeDaemon { daemon in
             let client = try await IPCClient.connect(socketPath: daemon.socketPath, clientName: "t")

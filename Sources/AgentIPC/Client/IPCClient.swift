@@ -75,6 +75,13 @@ public final class IPCClient: Sendable {
         }
     }
 
+    /// A client dropped without `close()` must not leave its connection
+    /// (and the sessions attached through it) open for the process's lifetime.
+    deinit {
+        let handler = connection.handler
+        connection.channel.eventLoop.execute { handler.value.closeByUser() }
+    }
+
     // MARK: Requests
 
     /// Sends any request and returns its success reply.

@@ -7,7 +7,7 @@ enum AdminRequest {
                     _ request: (IPCClient) async throws -> Void) async throws {
         try await options.withClient(for: "\(op)".lowercased()) { try await request($0) }
         if options.json {
-            Output.line(JSONWriter.object(["ok": .bool(true), "request": .string("\(op)")]))
+            Output.json(.object(["ok": .bool(true), "request": .string("\(op)")]))
         } else {
             Output.line(done)
         }

@@ -16,7 +16,7 @@ struct CloseCommand: AsyncParsableCommand {
     func run() async throws {
         try await options.withClient(for: "close") { try await $0.close(session: session) }
         if options.json {
-            Output.line(JSONWriter.object(["session": .number("\(session)"), "closed": .bool(true)]))
+            Output.json(.object(["session": .integer(session), "closed": .bool(true)]))
         } else {
             Output.line("session \(session) closed")
         }

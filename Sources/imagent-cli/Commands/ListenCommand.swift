@@ -75,13 +75,13 @@ struct ListenCommand: AsyncParsableCommand {
         let text = String(validating: bytes, as: UTF8.self)
         if options.json {
             var members: [JSONValue.Member] = [
-                .init(key: "session", value: .number("\(message.session)")),
-                .init(key: "seq", value: .number("\(message.seq)")),
-                .init(key: "size", value: .number("\(bytes.count)")),
+                .init(key: "session", value: .integer(message.session)),
+                .init(key: "seq", value: .integer(message.seq)),
+                .init(key: "size", value: .integer(bytes.count)),
                 .init(key: "hex", value: .string(hexDigits)),
             ]
             if let text { members.append(.init(key: "text", value: .string(text))) }
-            return JSONWriter.compact(.object(members))
+            return JSONValue.object(members).compactText
         }
         if hex || text == nil {
             return "#\(message.seq) \(hex ? "" : "hex:")\(hexDigits)"

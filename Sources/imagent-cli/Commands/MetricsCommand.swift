@@ -27,7 +27,7 @@ struct MetricsCommand: AsyncParsableCommand {
         let text = try await options.withClient(for: "metrics") { try await $0.metrics() }
         let metrics = try DaemonDocument.parse(text, from: .metrics)
         if options.json {
-            Output.line(JSONWriter.compact(metrics))
+            Output.line(metrics.compactText)
         } else if prometheus {
             Output.lines(PrometheusExposition.render(metrics))
         } else {

@@ -68,12 +68,12 @@ struct OpenCommand: AsyncParsableCommand {
             }
         }
         if options.json {
-            Output.line(JSONWriter.object([
-                "session": .number("\(opened.session)"),
+            Output.json(.object([
+                "session": .integer(opened.session),
                 "state": .string(opened.sessionState.description),
-                "sent_seq": .number("\(opened.sentSeq)"),
-                "acked_seq": .number("\(opened.ackedSeq)"),
-                "delivered_seq": .number("\(opened.deliveredSeq)"),
+                "sent_seq": .integer(opened.sentSeq),
+                "acked_seq": .integer(opened.ackedSeq),
+                "delivered_seq": .integer(opened.deliveredSeq),
             ]))
         } else {
             let what = session == nil ? "opened for \(service ?? "")" : "attached"

@@ -22,8 +22,8 @@ struct PingCommand: AsyncParsableCommand {
             for number in 1...count {
                 let milliseconds = Self.milliseconds(try await client.ping())
                 if options.json {
-                    Output.line(JSONWriter.object([
-                        "seq": .number("\(number)"),
+                    Output.json(.object([
+                        "seq": .integer(number),
                         "rtt_ms": .number(HumanFormat.decimal(milliseconds)),
                         "daemon_version": .string(client.welcome.daemonVersion),
                     ]))

@@ -63,7 +63,7 @@ struct SendCommand: AsyncParsableCommand {
     private func send(_ payload: ByteBuffer, client: IPCClient, ttl: Duration?) async throws {
         let seq = try await client.send(session: session, payload: payload, ttl: ttl)
         if options.json {
-            Output.line(JSONWriter.object(["session": .number("\(session)"), "seq": .number("\(seq)")]))
+            Output.json(.object(["session": .integer(session), "seq": .integer(seq)]))
         } else {
             Output.line("session \(session): accepted seq \(seq)")
         }

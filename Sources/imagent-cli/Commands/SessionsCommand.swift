@@ -18,7 +18,7 @@ struct SessionsCommand: AsyncParsableCommand {
         let text = try await options.withClient(for: "sessions") { try await $0.sessions() }
         let document = try DaemonDocument.parse(text, from: .sessions)
         if options.json {
-            Output.line(JSONWriter.compact(document))
+            Output.line(document.compactText)
         } else {
             Output.lines(Self.render(document))
         }
@@ -33,7 +33,7 @@ struct SessionsCommand: AsyncParsableCommand {
     static func render(_ document: JSONValue) -> [String] {
         guard let sessions = document["sessions"]?.elements else {
             // Not the shape this version knows: show it rather than nothing.
-            return [JSONWriter.pretty(document)]
+            return [document.prettyText]
         }
         guard !sessions.isEmpty else { return ["no sessions"] }
         let known = Set(columns.map(\.key))

@@ -14,7 +14,7 @@ struct StatusCommand: AsyncParsableCommand {
         let text = try await options.withClient(for: "status") { try await $0.status() }
         let status = try DaemonDocument.parse(text, from: .status)
         if options.json {
-            Output.line(JSONWriter.compact(status))
+            Output.line(status.compactText)
         } else {
             Output.lines(Self.render(status))
         }

@@ -35,7 +35,7 @@ struct WatchCommand: AsyncParsableCommand {
 
     /// One compact line even when the daemon pretty-prints.
     static func jsonLine(_ text: String) -> String {
-        (try? JSONParser.parse(text)).map(JSONWriter.compact) ?? text
+        (try? JSONParser.parse(text))?.compactText ?? text
     }
 
     /// "12:00:01.234  link_state  state=connected endpoint=host:port"
@@ -43,7 +43,7 @@ struct WatchCommand: AsyncParsableCommand {
         guard let event = try? JSONParser.parse(text), let members = event.members else { return text }
         let fields = members.filter { $0.key != "event" && $0.key != "time_ms" }.map { member in
             let value = member.value.displayText
-            return "\(member.key)=" + (value.contains(" ") ? JSONWriter.compact(.string(value)) : value)
+            return "\(member.key)=" + (value.contains(" ") ? JSONValue.quoted(value) : value)
         }
         return ([HumanFormat.timeOfDay(milliseconds: event["time_ms"]), event["event"].displayText] + fields)
             .joined(separator: "  ")

@@ -48,7 +48,7 @@ indirect enum JSONValue: Hashable, Sendable {
         case .bool(let value): value ? "yes" : "no"
         case .number(let text): text
         case .string(let text): text.isEmpty ? "-" : text
-        case .array, .object: JSONWriter.compact(self)
+        case .array, .object: compactText
         }
     }
 }

@@ -21,6 +21,11 @@ enum Output {
         flush()
     }
 
+    /// One JSON document on one line.
+    static func json(_ value: JSONValue) {
+        line(value.compactText)
+    }
+
     /// A diagnostic, prefixed with the program's name.
     static func error(_ text: String) {
         raw(toStandardError: "imagent: \(text)\n")

@@ -1,21 +1,33 @@
-/// Writes a `JSONValue` back out: compact for JSON lines, indented for people
-/// who asked for `--json` in a terminal.
-enum JSONWriter {
-    static func compact(_ value: JSONValue) -> String {
+/// Writes a document back out in its member order: compact for `--json`
+/// (one document per line), indented where a person reads it.
+extension JSONValue {
+    var compactText: String {
         var out = ""
-        write(value, into: &out, indent: nil, level: 0)
+        Self.write(self, into: &out, indent: nil, level: 0)
         return out
     }
 
-    static func pretty(_ value: JSONValue) -> String {
+    var prettyText: String {
         var out = ""
-        write(value, into: &out, indent: "  ", level: 0)
+        Self.write(self, into: &out, indent: "  ", level: 0)
         return out
     }
 
-    /// Builds an object from pairs, for the CLI's own JSON output.
-    static func object(_ members: KeyValuePairs<String, JSONValue>) -> String {
-        compact(.object(members.map { JSONValue.Member(key: $0.key, value: $0.value) }))
+    /// An object from pairs, for the CLI's own JSON output.
+    static func object(_ members: KeyValuePairs<String, JSONValue>) -> JSONValue {
+        .object(members.map { Member(key: $0.key, value: $0.value) })
+    }
+
+    /// A number from an integer, which is always valid JSON.
+    static func integer(_ value: some BinaryInteger) -> JSONValue {
+        .number(String(value))
+    }
+
+    /// `text` as a JSON string literal, quotes and escapes included.
+    static func quoted(_ text: String) -> String {
+        var out = ""
+        writeString(text, into: &out)
+        return out
     }
 
     private static func write(_ value: JSONValue, into out: inout String, indent: String?, level: Int) {

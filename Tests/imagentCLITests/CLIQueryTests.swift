@@ -28,10 +28,11 @@ import Testing
 
     @Test func status_withFieldsMissing_showsDashes() async throws {
         var script = FakeDaemon.Script()
-        script.status = #"{"link":{"state":"connecting"}}"#
+        script.status = #"{"link":{"state":"connecting","detail":"resolving"}}"#
         try await withFakeDaemon(script) { daemon in
             let result = try await ImagentProcess.run(["status"], against: daemon)
             #expect(result.status == 0)
+            #expect(result.stdoutLines.contains("link:        connecting (resolving)"))
             #expect(result.stdoutLines.contains("server:      -"))
             #expect(result.stdoutLines.contains("daemon:      imagentd -, pid -, up -"))
         }

@@ -13,7 +13,7 @@ import Darwin
 /// into awaited replies. Knows frames, not what they mean; `IPCClient` does.
 struct IPCConnection: Sendable {
     let channel: any Channel
-    let handler: NIOLoopBound<IPCClientHandler>
+    let handler: NIOLoopBound<IPCClientChannelHandler>
     let socketPath: IPCSocketPath
 
     /// Connects, mapping the system's refusals to errors that say what to do.
@@ -22,7 +22,7 @@ struct IPCConnection: Sendable {
             .connectTimeout((timeout ?? .seconds(30)).timeAmount)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(IPCClientHandler(channel: channel))
+                    try channel.pipeline.syncOperations.addHandler(IPCClientChannelHandler(channel: channel))
                 }
             }
         let channel: any Channel
@@ -32,7 +32,7 @@ struct IPCConnection: Sendable {
             throw Self.connectError(error, socketPath: socketPath)
         }
         let handler = try await channel.eventLoop.submit {
-            NIOLoopBound(try channel.pipeline.syncOperations.handler(type: IPCClientHandler.self),
+            NIOLoopBound(try channel.pipeline.syncOperations.handler(type: IPCClientChannelHandler.self),
                          eventLoop: channel.eventLoop)
         }.get()
         return IPCConnection(channel: channel, handler: handler, socketPath: socketPath)

@@ -45,7 +45,7 @@ public struct IPCEvents: AsyncSequence, Sendable {
 
         func produceMore() {
             channel.eventLoop.execute {
-                try? channel.pipeline.syncOperations.handler(type: IPCClientHandler.self).consumerWantsEvents()
+                try? channel.pipeline.syncOperations.handler(type: IPCClientChannelHandler.self).consumerWantsEvents()
             }
         }
 

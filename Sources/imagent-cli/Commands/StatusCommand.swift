@@ -26,7 +26,9 @@ struct StatusCommand: AsyncParsableCommand {
         let link = status["link"], daemon = status["daemon"], sessions = status["sessions"]
         var fields = FieldList()
 
-        fields.add("link", link["state"].displayText)
+        // "detail" says where a connect attempt stands ("resolving", "TLS", …).
+        let detail = link["detail"].flatMap { $0 == .null ? nil : $0.displayText }
+        fields.add("link", link["state"].displayText + (detail.map { " (\($0))" } ?? ""))
         fields.add("server", link["endpoint"].displayText)
         if let since = link["connected_since_ms"], since != .null {
             fields.add("connected", "since \(HumanFormat.timestamp(milliseconds: since)), "
@@ -38,7 +40,7 @@ struct StatusCommand: AsyncParsableCommand {
         fields.add("heartbeat", link["heartbeat_s"].map { "every " + HumanFormat.quantity($0, unit: "s") } ?? "-")
         fields.add("reconnects", link["reconnects"].displayText)
         fields.add("last error", link["last_error"].displayText)
-        fields.addUnknown(of: link, known: ["state", "endpoint", "connected_since_ms", "uptime_s", "rtt_ms",
+        fields.addUnknown(of: link, known: ["state", "detail", "endpoint", "connected_since_ms", "uptime_s", "rtt_ms",
                                             "heartbeat_s", "reconnects", "last_error"], prefix: "link")
 
         fields.add("daemon", "imagentd \(daemon["version"].displayText), pid \(daemon["pid"].displayText), "

@@ -1,11 +1,12 @@
 import NIOCore
 
-/// The client's end of one connection, on the channel's event loop: frames
+/// The client's end of one connection (not to be confused with the daemon's
+/// `IPCClientHandler`, its end of the same), on the channel's event loop: frames
 /// requests, matches replies to them by request id, passes events on, and
 /// owns the single error path that ends the connection.
 ///
 /// Every method runs on the event loop; `IPCConnection` hops there.
-final class IPCClientHandler: ChannelDuplexHandler {
+final class IPCClientChannelHandler: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
@@ -131,8 +132,9 @@ final class IPCClientHandler: ChannelDuplexHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        let reason = lastUnsolicitedError.map { "it closed the connection after ERROR \($0.code)\($0.message.map { ": \($0)" } ?? "")" }
-            ?? "it closed the connection"
+        let reason = lastUnsolicitedError.map { error in
+            "it closed the connection after ERROR \(error.code)" + (error.message.map { ": \($0)" } ?? "")
+        } ?? "it closed the connection"
         fail(.connectionLost(reason: reason))
         context.fireChannelInactive()
     }
@@ -194,7 +196,8 @@ final class IPCClientHandler: ChannelDuplexHandler {
         frame.encode(into: &buffer)
         let written = context.eventLoop.makePromise(of: Void.self)
         written.futureResult.assumeIsolated().whenFailure { error in
-            self.failRequest(id, with: IPCClientError.connectionLost(reason: "writing \(frame.message.op) failed: \(error)"))
+            let reason = "writing \(frame.message.op) failed: \(error)"
+            self.failRequest(id, with: IPCClientError.connectionLost(reason: reason))
         }
         context.writeAndFlush(wrapOutboundOut(buffer), promise: written)
     }

@@ -10,6 +10,7 @@ let package = Package(
         .executable(name: "imagent", targets: ["imagent-cli"]),
         .executable(name: "imagent-refserver", targets: ["imagent-refserver"]),
         .executable(name: "imagent-bench", targets: ["imagent-bench"]),
+        .executable(name: "imagent-example", targets: ["imagent-example"]),
         .executable(name: "fuzz-imlink", targets: ["fuzz-imlink"]),
         .executable(name: "fuzz-ipc", targets: ["fuzz-ipc"]),
         .library(name: "IMLink", targets: ["IMLink"]),
@@ -39,7 +40,12 @@ let package = Package(
         ),
         .target(
             name: "AgentIPC",
-            dependencies: ["IMLink", .product(name: "NIOCore", package: "swift-nio")]
+            dependencies: [
+                "IMLink",
+                .product(name: "NIOCore", package: "swift-nio"),
+                // The Swift client (Client/) connects through NIOPosix; the codec itself does no I/O.
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
         ),
 
         // JSON text for IPC results and admin replies, written without Foundation.
@@ -91,6 +97,14 @@ let package = Package(
             ]
         ),
 
+        // The documented example program for the Swift client (examples/swift-echo/README.md).
+        .executableTarget(
+            name: "imagent-example",
+            dependencies: ["AgentIPC", .product(name: "NIOCore", package: "swift-nio")],
+            path: "examples/swift-echo",
+            exclude: ["README.md"]
+        ),
+
         // Measurements and fuzzers.
         .executableTarget(
             name: "imagent-bench",
@@ -139,6 +153,17 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The Swift client and the `imagent` binary against a fake daemon (a test double of the
+        // IPC peer); depending on imagent-cli makes `swift test` build the binary the tests run.
+        .testTarget(
+            name: "imagentCLITests",
+            dependencies: [
+                "AgentIPC", "imagent-cli",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]
         ),
     ]

@@ -1,0 +1,108 @@
+import NIOCore
+import NIOPosix
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One Unix-socket connection to the daemon: connects, and turns requests
+/// into awaited replies. Knows frames, not what they mean; `IPCClient` does.
+struct IPCConnection: Sendable {
+    let channel: any Channel
+    let handler: NIOLoopBound<IPCClientChannelHandler>
+    let socketPath: IPCSocketPath
+
+    /// Connects, mapping the system's refusals to errors that say what to do.
+    static func connect(to socketPath: IPCSocketPath, timeout: Duration?) async throws -> IPCConnection {
+        let bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connectTimeout((timeout ?? .seconds(30)).timeAmount)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(IPCClientChannelHandler(channel: channel))
+                }
+            }
+        let channel: any Channel
+        do {
+            channel = try await bootstrap.connect(unixDomainSocketPath: socketPath.path).get()
+        } catch {
+            throw Self.connectError(error, socketPath: socketPath)
+        }
+        let handler = try await channel.eventLoop.submit {
+            NIOLoopBound(try channel.pipeline.syncOperations.handler(type: IPCClientChannelHandler.self),
+                         eventLoop: channel.eventLoop)
+        }.get()
+        return IPCConnection(channel: channel, handler: handler, socketPath: socketPath)
+    }
+
+    var events: IPCEvents {
+        get async throws {
+            let handler = handler
+            return try await channel.eventLoop.submit { handler.value.eventSequence }.get()
+        }
+    }
+
+    /// Sends `message` with a fresh request id and returns the reply, `ERROR`
+    /// included. Cancelling the task fails the request with `CancellationError`;
+    /// a reply that comes later is dropped.
+    func exchange(_ message: IPCMessage, timeout: Duration?) async throws -> IPCMessage {
+        // A task cancelled already would run the cancellation handler before
+        // the request exists, and then wait for the reply regardless.
+        try Task.checkCancellation()
+        let promise = channel.eventLoop.makePromise(of: IPCMessage.self)
+        let handler = handler
+        return try await withTaskCancellationHandler {
+            channel.eventLoop.execute {
+                handler.value.send(message, replyPromise: promise, timeout: timeout)
+            }
+            return try await promise.futureResult.get()
+        } onCancel: {
+            channel.eventLoop.execute {
+                handler.value.cancel(replyPromise: promise, with: CancellationError())
+            }
+        }
+    }
+
+    /// Sends `message` with request 0 and returns once it is written.
+    func post(_ message: IPCMessage) async throws {
+        let promise = channel.eventLoop.makePromise(of: Void.self)
+        let handler = handler
+        channel.eventLoop.execute {
+            handler.value.post(message, writtenPromise: promise)
+        }
+        try await promise.futureResult.get()
+    }
+
+    func setMaxPayload(_ value: UInt32) async throws {
+        let handler = handler
+        try await channel.eventLoop.submit { handler.value.setMaxPayload(value) }.get()
+    }
+
+    func close() async {
+        let handler = handler
+        try? await channel.eventLoop.submit { handler.value.closeByUser() }.get()
+        try? await channel.closeFuture.get()
+    }
+
+    private static func connectError(_ error: any Error, socketPath: IPCSocketPath) -> IPCClientError {
+        let errno: CInt? = switch error {
+        case let error as IOError: error.errnoCode
+        case let error as NIOConnectionError:
+            error.connectionErrors.lazy.compactMap { ($0.error as? IOError)?.errnoCode }.first
+        default: nil
+        }
+        switch errno {
+        case ENOENT, ENOTDIR:
+            return .daemonNotRunning(socketPath: socketPath.path, alsoTried: socketPath.alsoTried)
+        case ECONNREFUSED:
+            return .daemonNotListening(socketPath: socketPath.path)
+        case EACCES, EPERM:
+            return .permissionDenied(socketPath: socketPath.path)
+        default:
+            return .connectFailed(socketPath: socketPath.path, reason: "\(error)")
+        }
+    }
+}

@@ -1,0 +1,60 @@
+import AgentIPC
+import ArgumentParser
+
+/// `imagent status`: the link, the daemon and the queues at a glance.
+struct StatusCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "Show the link's state, server, uptime, RTT, heartbeat, reconnects, sessions and queue depths.",
+        discussion: "With --json, prints imagentd's STATUS document as one line of JSON.")
+
+    @OptionGroup var options: GlobalOptions
+
+    func run() async throws {
+        let text = try await options.withClient(for: "status") { try await $0.status() }
+        let status = try DaemonDocument.parse(text, from: .status)
+        if options.json {
+            Output.line(status.compactText)
+        } else {
+            Output.lines(Self.render(status))
+        }
+    }
+
+    /// The human form. Fields the daemon leaves out read "-"; fields this
+    /// version does not know are listed after the known ones.
+    static func render(_ status: JSONValue) -> [String] {
+        let link = status["link"], daemon = status["daemon"], sessions = status["sessions"]
+        var fields = FieldList()
+
+        // "detail" says where a connect attempt stands ("resolving", "TLS", …).
+        let detail = link["detail"].flatMap { $0 == .null ? nil : $0.displayText }
+        fields.add("link", link["state"].displayText + (detail.map { " (\($0))" } ?? ""))
+        fields.add("server", link["endpoint"].displayText)
+        if let since = link["connected_since_ms"], since != .null {
+            fields.add("connected", "since \(HumanFormat.timestamp(milliseconds: since)), "
+                + "up \(HumanFormat.duration(seconds: link["uptime_s"]))")
+        } else {
+            fields.add("connected", "-")
+        }
+        fields.add("rtt", HumanFormat.quantity(link["rtt_ms"], unit: "ms"))
+        fields.add("heartbeat", link["heartbeat_s"].map { "every " + HumanFormat.quantity($0, unit: "s") } ?? "-")
+        fields.add("reconnects", link["reconnects"].displayText)
+        fields.add("last error", link["last_error"].displayText)
+        fields.addUnknown(of: link, known: ["state", "detail", "endpoint", "connected_since_ms", "uptime_s", "rtt_ms",
+                                            "heartbeat_s", "reconnects", "last_error"], prefix: "link")
+
+        fields.add("daemon", "imagentd \(daemon["version"].displayText), pid \(daemon["pid"].displayText), "
+            + "up \(HumanFormat.duration(seconds: daemon["uptime_s"]))")
+        fields.addUnknown(of: daemon, known: ["version", "pid", "uptime_s"], prefix: "daemon")
+
+        fields.add("sessions", sessions["count"].displayText)
+        fields.add("outbox", "\(sessions["outbox"].displayText) messages waiting for the server")
+        fields.add("inbox", "\(sessions["inbox"].displayText) messages waiting for clients")
+        fields.addUnknown(of: sessions, known: ["count", "outbox", "inbox"], prefix: "sessions")
+
+        for member in status.members ?? [] where !["link", "daemon", "sessions"].contains(member.key) {
+            fields.add(member.key, member.value.displayText)
+        }
+        return fields.lines
+    }
+}

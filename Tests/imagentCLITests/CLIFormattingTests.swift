@@ -1,0 +1,50 @@
+import Testing
+@testable import imagent_cli
+
+/// The CLI's own JSON parser and formatters, without a daemon.
+@Suite struct CLIFormattingTests {
+    @Test func jsonParser_keepsMemberOrder_andNumbersAsSent() throws {
+        let value = try JSONParser.parse(#" {"b":18446744073709551615,"a":[1.5e3,true,null],"c":"\u00e9\ud83d\ude00\n"} "#)
+        #expect(value.members?.map(\.key) == ["b", "a", "c"])
+        #expect(value["b"] == .number("18446744073709551615"))
+        #expect(value["a"] == .array([.number("1.5e3"), .bool(true), .null]))
+        #expect(value["c"] == .string("é😀\n"))
+        #expect(value.compactText == #"{"b":18446744073709551615,"a":[1.5e3,true,null],"c":"é😀\n"}"#)
+    }
+
+    @Test(arguments: [#"{"a":1,}"#, "[01]", #"{"a" 1}"#, "\"\u{01}\"", "tru", "1 2", "-", #""\x""#, "[1.]"])
+    func jsonParser_refusesWhatRFC8259Refuses(_ text: String) {
+        #expect(throws: JSONParser.SyntaxError.self) { try JSONParser.parse(text) }
+    }
+
+    @Test func jsonParser_refusesHostileNesting() {
+        let deep = String(repeating: "[", count: 10_000) + String(repeating: "]", count: 10_000)
+        #expect(throws: JSONParser.SyntaxError.self) { try JSONParser.parse(deep) }
+    }
+
+    @Test func prettyJSON_indentsByTwo() throws {
+        #expect(try JSONParser.parse(#"{"a":[1],"b":{}}"#).prettyText == "{\n  \"a\": [\n    1\n  ],\n  \"b\": {}\n}")
+    }
+
+    @Test func durations_andTimes_readNaturally() {
+        #expect(HumanFormat.duration(seconds: 42) == "42s")
+        #expect(HumanFormat.duration(seconds: 3723) == "1h 2m 3s")
+        #expect(HumanFormat.duration(seconds: 90061) == "1d 1h 1m")
+        #expect(HumanFormat.duration(seconds: .string("soon")) == "soon")
+        #expect(HumanFormat.duration(seconds: nil) == "-")
+        #expect(HumanFormat.decimal(0.0425) == "0.043")
+        #expect(HumanFormat.decimal(30) == "30")
+        #expect(HumanFormat.timestamp(milliseconds: .number("0")) == "1970-01-01 00:00:00 UTC")
+        #expect(HumanFormat.timestamp(milliseconds: .number("951782400000")) == "2000-02-29 00:00:00 UTC")
+        #expect(HumanFormat.timeOfDay(milliseconds: .number("1700000001004")) == "22:13:21.004")
+    }
+
+    @Test func prometheusNames_keepOnlyLegalCharacters_andSkipNonNumbers() throws {
+        #expect(PrometheusExposition.sanitized("rtt-ms.p99 é") == "rtt_ms_p99__")
+        let metrics = try JSONParser.parse(#"{"counters":{"x_total":1,"name":"n/a","list":[1]},"histograms":{"h":{"sum":2}}}"#)
+        #expect(PrometheusExposition.render(metrics) == [
+            "# TYPE imagent_x_total counter", "imagent_x_total 1",
+            "# TYPE imagent_h_sum untyped", "imagent_h_sum 2",
+        ])
+    }
+}

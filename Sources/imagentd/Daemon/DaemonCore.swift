@@ -16,6 +16,7 @@ final class DaemonCore: IPCRequestHandler {
     private(set) var configuration: DaemonConfiguration
     let link: LinkEngine
     private let logger: Logger
+    private let logLevel: LiveLogLevel
     private let startedAt = WallClock.nowMS()
     /// Re-reads the configuration file; nil in development mode (no file).
     private let reloadConfiguration: (() throws -> DaemonConfiguration)?
@@ -24,9 +25,10 @@ final class DaemonCore: IPCRequestHandler {
     private var shuttingDown = false
     var onLinkStatus: ((LinkStatus) -> Void)?
 
-    init(configuration: DaemonConfiguration, link: LinkEngine, loop: EventLoop, logger: Logger,
+    init(configuration: DaemonConfiguration, link: LinkEngine, loop: EventLoop, logger: Logger, logLevel: LiveLogLevel,
          reloadConfiguration: (() throws -> DaemonConfiguration)?) {
         self.configuration = configuration
+        self.logLevel = logLevel
         self.link = link
         self.loop = loop
         self.logger = logger
@@ -120,6 +122,7 @@ final class DaemonCore: IPCRequestHandler {
             let fresh = try reloadConfiguration()
             let report = ReloadPlan(from: configuration, to: fresh)
             configuration = report.applied
+            logLevel.level = Logger.Level(configuration.logLevel)
             logger.notice("configuration reloaded", metadata: [
                 "applied": "\(report.changedLive.joined(separator: ","))",
                 "needs_restart": "\(report.needsRestart.joined(separator: ","))",
@@ -134,10 +137,8 @@ final class DaemonCore: IPCRequestHandler {
     // MARK: link
 
     func linkChanged(_ transition: LinkTransition) {
+        // The engine has logged the transition with its reason; here it goes to systemd and WATCH.
         linkStatus = transition.status
-        logger.info("link \(transition.from.description) → \(transition.to.description)", metadata: [
-            "reason": "\(transition.reason)", "endpoint": "\(transition.status.endpoint ?? "-")",
-        ])
         onLinkStatus?(transition.status)
         var event = JSONWriter()
         event.beginObject()

@@ -8,7 +8,7 @@ import UnixSignals
 /// clients are told, the link closes cleanly, and the loop ends.
 enum DaemonRunner {
     static func run(configuration: DaemonConfiguration, reload: (@Sendable () throws -> DaemonConfiguration)?,
-                    logger: Logger) async throws {
+                    passedSockets: [Int32], logLevel: LiveLogLevel, logger: Logger) async throws {
         let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint, .sighup)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()
@@ -17,7 +17,7 @@ enum DaemonRunner {
         let link = try LinkEngine(configuration: LinkConfiguration(configuration), eventLoop: loop, logger: logger)
         let core = try await loop.submit {
             NIOLoopBound(DaemonCore(configuration: configuration, link: link, loop: loop, logger: logger,
-                                    reloadConfiguration: reload),
+                                    logLevel: logLevel, reloadConfiguration: reload),
                          eventLoop: loop)
         }.get()
         link.onTransition { transition in core.value.linkChanged(transition) }
@@ -31,7 +31,7 @@ enum DaemonRunner {
             server = try await IPCServer.start(
                 settings: .init(socketPath: configuration.ipc.socket, mode: configuration.ipc.mode, group: configuration.ipc.group,
                                 adminGroup: configuration.ipc.adminGroup, maxPayload: UInt32(configuration.limits.maxPayloadBytes),
-                                adoptedDescriptor: SocketActivation.listeningDescriptors().first),
+                                adoptedDescriptor: passedSockets.first),
                 eventLoop: loop, daemon: handler, logger: logger)
         } catch {
             logger.critical("cannot serve IPC: \(error)")
@@ -42,7 +42,7 @@ enum DaemonRunner {
 
         link.start()
         let watchdog = notifier.watchdogInterval.map { interval in
-            loop.scheduleRepeatedTask(initialDelay: .zero, delay: .nanoseconds(Int64(interval.nanoseconds / 2))) { _ in
+            loop.scheduleRepeatedTask(initialDelay: .zero, delay: TimeAmount(interval / 2)) { _ in
                 notifier.watchdogPing()
             }
         }

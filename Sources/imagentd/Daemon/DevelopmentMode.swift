@@ -11,7 +11,7 @@ struct DevelopmentMode {
     let server: RefServer
     let configuration: DaemonConfiguration
 
-    static func start(directory relative: String, logger: Logger) async throws -> DevelopmentMode {
+    static func start(directory relative: String) async throws -> DevelopmentMode {
         let directory = absolute(relative)
         for path in [directory, directory + "/state"] where mkdir(path, 0o700) != 0 && errno != EEXIST {
             throw DevelopmentModeError("cannot create \(path): \(String(cString: strerror(errno)))")
@@ -22,7 +22,7 @@ struct DevelopmentMode {
         let server = try await RefServer.start(
             configuration: RefServerConfiguration(host: "127.0.0.1", port: 0, tokenFile: tokenFile,
                                                   statePath: directory + "/refserver.sqlite3"),
-            logger: Logger(label: "imagent.refserver", factory: { _ in logger.handler }))
+            logger: Logger(label: "imagent-refserver"))
         var configuration = DaemonConfiguration()
         configuration.server.endpoints = [server.address]
         configuration.server.agentID = "imagentd-dev"

@@ -34,7 +34,7 @@ struct IMAgentDaemon: AsyncParsableCommand {
         if let checkConfigPath {
             do {
                 _ = try ConfigFileReader.load(checkConfigPath)
-                print("\(checkConfigPath): valid")
+                printLine("\(checkConfigPath): valid")
                 return
             } catch {
                 printError("\(error)")
@@ -42,12 +42,22 @@ struct IMAgentDaemon: AsyncParsableCommand {
             }
         }
 
-        let logger = DaemonLogging.bootstrap(level: .info)
+        // Listening sockets from systemd are taken first, before anything could start a child process.
+        let passedSockets: [Int32]
+        do {
+            passedSockets = try SocketActivation.listeningSockets()
+        } catch {
+            printError("imagentd: \(error)")
+            throw ExitCode(1)
+        }
+        let logLevel = DaemonLogging.bootstrap(level: .info)
+        let logger = Logger(label: "imagentd")
         if development {
-            let dev = try await DevelopmentMode.start(directory: developmentDirectory, logger: logger)
-            print("imagentd (development mode): socket \(dev.configuration.ipc.socket), reference server \(dev.server.address)")
-            print("try: IMAGENT_SOCKET=\(dev.configuration.ipc.socket) imagent status")
-            try await DaemonRunner.run(configuration: dev.configuration, reload: nil, logger: logger)
+            let dev = try await DevelopmentMode.start(directory: developmentDirectory)
+            printLine("imagentd (development mode): socket \(dev.configuration.ipc.socket), reference server \(dev.server.address)")
+            printLine("try: IMAGENT_SOCKET=\(dev.configuration.ipc.socket) imagent status")
+            try await DaemonRunner.run(configuration: dev.configuration, reload: nil, passedSockets: passedSockets,
+                                       logLevel: logLevel, logger: logger)
             try await dev.server.stop()
             return
         }
@@ -60,15 +70,26 @@ struct IMAgentDaemon: AsyncParsableCommand {
             printError("imagentd: not started; fix the configuration (check it with `imagentd --check-config \(configPath)`)")
             throw ExitCode(1)
         }
-        DaemonLogging.setLevel(configuration.logLevel)
+        logLevel.level = Logger.Level(configuration.logLevel)
         let path = configPath
-        try await DaemonRunner.run(configuration: configuration, reload: { try ConfigFileReader.load(path) }, logger: logger)
+        try await DaemonRunner.run(configuration: configuration, reload: { try ConfigFileReader.load(path) },
+                                   passedSockets: passedSockets, logLevel: logLevel, logger: logger)
     }
 }
 
-/// Writes one line to standard error (the stream, not the `stderr` global,
-/// which Swift 6 treats as shared mutable state).
+/// Writes one line to standard error, unbuffered (the `stderr` global is
+/// shared mutable state to Swift 6).
 func printError(_ text: String) {
+    writeLine(text, to: STDERR_FILENO)
+}
+
+/// Writes one line to standard output at once: whoever started the daemon
+/// (a script, a test) may be waiting for it while the daemon keeps running.
+func printLine(_ text: String) {
+    writeLine(text, to: STDOUT_FILENO)
+}
+
+private func writeLine(_ text: String, to descriptor: CInt) {
     let line = text + "\n"
-    _ = line.utf8CString.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count - 1) }
+    _ = line.utf8CString.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count - 1) }
 }

@@ -31,7 +31,7 @@ final class IPCServer: Sendable {
     static func start(settings: Settings, eventLoop: EventLoop, daemon: NIOLoopBound<any IPCRequestHandler>,
                       logger: Logger) async throws -> IPCServer {
         let policy = AdminPolicy(adminGroup: settings.adminGroup)
-        let nextID = NIOLoopBoundBox<UInt64>(0, eventLoop: eventLoop)
+        let nextID = try await eventLoop.submit { NIOLoopBoundBox<UInt64>(0, eventLoop: eventLoop) }.get()
         let bootstrap = ServerBootstrap(group: eventLoop)
             .serverChannelOption(.backlog, value: 256)
             .childChannelOption(.writeBufferWaterMark, value: .init(low: 64 << 10, high: 1 << 20))

@@ -160,10 +160,11 @@ let package = Package(
         .testTarget(
             name: "imagentCLITests",
             dependencies: [
-                "AgentIPC", "imagent-cli",
+                "AgentIPC", "imagent-cli", "imagentd", "RefServer",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
     ]

@@ -19,7 +19,7 @@ struct RealDaemonTests {
             #expect(invalid.stderr.contains("\(bad):4: heartbeat.min_seconds: expected an integer, found a string"))
 
             let refused = try await run(RealDaemon.binary, ["--config", bad])
-            #expect(refused.status == 1)
+            #expect(refused.status == 78)
             #expect(refused.stderr.contains("imagentd: not started; fix the configuration"))
         }
     }

@@ -105,7 +105,7 @@ final class DaemonCore: IPCRequestHandler {
         case .reconnect: link.userReconnect()
         case .reload:
             if let problem = reload() {
-                client.fail(request, .badRequest, problem)
+                client.fail(request, .internal, problem)
                 return
             }
         default:

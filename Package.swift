@@ -90,7 +90,7 @@ let package = Package(
         .executableTarget(
             name: "imagent-cli",
             dependencies: [
-                "AgentIPC",
+                "AgentIPC", "JSONText",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import AgentIPC
+import IMLink
 import JSONText
 import Logging
 import NIOCore

@@ -15,8 +15,16 @@ final class RealDaemon: @unchecked Sendable {
 
     static let binary: URL = ImagentProcess.binary.deletingLastPathComponent().appendingPathComponent("imagentd")
 
-    /// Writes a configuration for `server`, starts the daemon and waits until its socket exists.
-    static func start(extraConfig: String = "") async throws -> RealDaemon {
+    /// What a daemon is started with: a folder, a reference server, a configuration file.
+    struct Setup {
+        var directory: String
+        var configPath: String
+        var socketPath: String
+        var server: RefServer
+    }
+
+    /// Writes a configuration for a new in-process reference server.
+    static func prepare(extraConfig: String = "") async throws -> Setup {
         let directory = try FakeDaemon.makeTemporaryDirectory()
         let tokenFile = directory + "/token"
         try "real-daemon-token\n".write(toFile: tokenFile, atomically: true, encoding: .utf8)
@@ -45,7 +53,13 @@ final class RealDaemon: @unchecked Sendable {
             watch = false
             \(extraConfig)
             """.write(toFile: configPath, atomically: true, encoding: .utf8)
+        return Setup(directory: directory, configPath: configPath, socketPath: socketPath, server: server)
+    }
 
+    /// Writes a configuration for a reference server, starts the daemon and waits until its socket exists.
+    static func start(extraConfig: String = "") async throws -> RealDaemon {
+        let setup = try await prepare(extraConfig: extraConfig)
+        let (directory, configPath, socketPath, server) = (setup.directory, setup.configPath, setup.socketPath, setup.server)
         let process = Process()
         process.executableURL = binary
         process.arguments = ["--config", configPath]

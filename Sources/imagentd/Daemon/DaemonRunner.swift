@@ -42,7 +42,7 @@ enum DaemonRunner {
 
         link.start()
         let watchdog = notifier.watchdogInterval.map { interval in
-            loop.scheduleRepeatedTask(initialDelay: .zero, delay: TimeAmount(interval / 2)) { _ in
+            loop.scheduleRepeatedTask(initialDelay: .zero, delay: TimeAmount(interval)) { _ in
                 notifier.watchdogPing()
             }
         }

@@ -98,15 +98,19 @@ struct SessionEndToEndTests {
         }
 
         var accepted: [UInt64] = []
+        var drops = 0
         for n in 1...total {
             accepted.append(try await client.send(session: session, text: "m-\(n)"))
             if n % 100 == 50 {
                 // The link dies with messages in flight both ways; resume must lose and repeat nothing.
+                while try await !client.status().contains(#""state":"connected""#) { try await Task.sleep(for: .milliseconds(20)) }
                 let answer = await refserver.execute(.drop)
+                if answer.hasPrefix("ok dropped 1") { drops += 1 }
                 print("  drop after \(n) sent: \(answer)")
             }
         }
         #expect(accepted == (1...UInt64(total)).map { $0 })
+        #expect(drops == 3)
 
         let deadline = nowSeconds() + 60
         while await inbox.count < total, nowSeconds() < deadline { try await Task.sleep(for: .milliseconds(50)) }

@@ -14,6 +14,10 @@ struct SessionLimits: Hashable, Sendable {
     /// MESSAGE frames handed to a client at once; the next batch follows only
     /// while the client's channel stays writable.
     var deliveryBatch = 64
+    /// Bytes of payload per batch (at least one message goes): the IPC
+    /// connection gives up on a client whose queue passes 8 MiB, so a batch
+    /// must stay well below that whatever the message size.
+    var deliveryBatchBytes = 512 << 10
 }
 
 /// The established link, as far as sessions care.
@@ -640,10 +644,16 @@ extension SessionRouter {
         guard var session = sessions[id], let client = session.attachedClient, !blockedClients.contains(client),
               session.dispatchedSeq < session.receivedSeq else { return [] }
         let skip = Int(session.dispatchedSeq - session.deliveredSeq)
-        let count = min(limits.deliveryBatch, Int(session.receivedSeq - session.dispatchedSeq))
-        let start = session.inbox.index(session.inbox.startIndex, offsetBy: skip)
-        let batch = Array(session.inbox[start..<session.inbox.index(start, offsetBy: count)])
-        session.dispatchedSeq += UInt64(count)
+        let available = min(limits.deliveryBatch, Int(session.receivedSeq - session.dispatchedSeq))
+        var batch: [(seq: UInt64, payload: ByteBuffer)] = []
+        var bytes = 0
+        var index = session.inbox.index(session.inbox.startIndex, offsetBy: skip)
+        while batch.count < available, batch.isEmpty || bytes + session.inbox[index].payload.readableBytes <= limits.deliveryBatchBytes {
+            batch.append(session.inbox[index])
+            bytes += session.inbox[index].payload.readableBytes
+            index = session.inbox.index(after: index)
+        }
+        session.dispatchedSeq += UInt64(batch.count)
         sessions[id] = session
         return [.deliver(client: client, session: id, batch)]
     }

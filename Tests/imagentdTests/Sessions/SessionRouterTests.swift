@@ -291,6 +291,18 @@ import Testing
         #expect(router.client(alice.id, writable: true).delivered.isEmpty)
     }
 
+    @Test func deliveryBatchesAreBoundedInBytes_butAlwaysCarryOneMessage() {
+        var router = makeRouter(SessionLimits(deliveryBatchBytes: 5))
+        let id = router.newSession()
+        _ = router.establish()
+        _ = router.client(alice.id, writable: false)
+        _ = router.data(id, 1, "abc")
+        _ = router.data(id, 2, "de")
+        _ = router.data(id, 3, "toolong")
+        #expect(router.client(alice.id, writable: true).delivered == [1, 2])
+        #expect(router.client(alice.id, writable: true).delivered == [3])
+    }
+
     @Test func fullInboxPausesThatSessionOnly_andReopensBelowHalf() {
         var router = makeRouter(SessionLimits(inboxMessages: 4))
         let slow = router.newSession()

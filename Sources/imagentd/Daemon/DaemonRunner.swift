@@ -15,10 +15,14 @@ enum DaemonRunner {
         let notifier = SystemdNotifier()
 
         let link = try LinkEngine(configuration: LinkConfiguration(configuration), eventLoop: loop, logger: logger)
-        let core = try await loop.submit {
-            NIOLoopBound(DaemonCore(configuration: configuration, link: link, loop: loop, logger: logger,
-                                    logLevel: logLevel, reloadConfiguration: reload),
-                         eventLoop: loop)
+        // Sessions load before any client connects or the link comes up.
+        let core = try await loop.flatSubmit {
+            let sessions = SessionService(limits: SessionLimits(configuration.limits),
+                                          persistence: InMemorySessionPersistence(loop: loop), link: link, loop: loop, logger: logger)
+            let core = DaemonCore(configuration: configuration, link: link, sessions: sessions, loop: loop, logger: logger,
+                                  logLevel: logLevel, reloadConfiguration: reload)
+            let bound = NIOLoopBound(core, eventLoop: loop)
+            return sessions.start().map { bound }
         }.get()
         link.onTransition { transition in core.value.linkChanged(transition) }
         try await loop.submit {

@@ -97,8 +97,8 @@ final class RealDaemon: @unchecked Sendable {
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
     /// `imagent --socket <this daemon> ARGUMENTS…`
-    func imagent(_ arguments: [String]) async throws -> ImagentProcess.Result {
-        try await ImagentProcess.run(["--socket", socketPath] + arguments)
+    func imagent(_ arguments: [String], stdin: String? = nil) async throws -> ImagentProcess.Result {
+        try await ImagentProcess.run(["--socket", socketPath] + arguments, stdin: stdin)
     }
 
     /// Polls `imagent status --json` until the link state is `state`.

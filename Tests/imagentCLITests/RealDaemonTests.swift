@@ -89,6 +89,52 @@ struct RealDaemonTests {
         }
     }
 
+    @Test func sessionSubcommands_openSendListenSessionsClose_throughTheEchoService() async throws {
+        try await withRealDaemon { daemon in
+            _ = try await daemon.waitForLink("connected")
+            let opened = try await daemon.imagent(["open", "echo", "--json"])
+            #expect(opened.status == 0, "\(opened.stderr)")
+            let document = try JSONSerialization.jsonObject(with: Data(opened.stdout.utf8)) as? [String: Any]
+            let session = try #require((document?["session"] as? NSNumber)?.uint64Value)
+
+            let sent = try await daemon.imagent(["send", "\(session)", "--lines"], stdin: "one\ntwo\nthree\n")
+            #expect(sent.status == 0, "\(sent.stderr)")
+            #expect(sent.stdout.contains("accepted seq 3"))
+
+            let heard = try await daemon.imagent(["listen", "\(session)", "--count", "3", "--json"])
+            #expect(heard.status == 0, "\(heard.stderr)")
+            let texts = heard.stdoutLines.compactMap { line in
+                (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["text"] as? String
+            }
+            #expect(texts == ["one", "two", "three"])
+
+            // Acknowledged by listen: a second listener gets nothing old.
+            let listed = try await daemon.imagent(["sessions", "--json"])
+            #expect(listed.stdout.contains("\"delivered_seq\":3"), "\(listed.stdout)")
+            #expect(try await daemon.imagent(["close", "\(session)"]).status == 0)
+            let reopened = try await daemon.imagent(["open", "--session", "\(session)"])
+            #expect(reopened.status == 4)
+            #expect(reopened.stderr.contains("SESSION_CLOSED"), "\(reopened.stderr)")
+        }
+    }
+
+    @Test func pythonExampleClient_worksFromTheManPageAlone() async throws {
+        try await withRealDaemon { daemon in
+            _ = try await daemon.waitForLink("connected")
+            let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent().appendingPathComponent("examples/python/imagent_client.py").path
+            let python = URL(fileURLWithPath: "/usr/bin/python3")
+            let status = try await run(python, [script, "--socket", daemon.socketPath, "status"])
+            #expect(status.status == 0, "\(status.stderr)")
+            #expect(status.stdout.contains("\"state\": \"connected\""))
+            let echo = try await run(python, [script, "--socket", daemon.socketPath, "echo", "echo", "héllo", "wörld"])
+            #expect(echo.status == 0, "\(echo.stderr)")
+            #expect(echo.stdout == "héllo\nwörld\n")
+            let down = try await run(python, [script, "--socket", daemon.directory + "/absent.sock", "ping"])
+            #expect(down.status == 2)
+        }
+    }
+
     @Test func aSecondDaemon_onTheSameSocket_refusesToStart() async throws {
         try await withRealDaemon { daemon in
             let second = try await run(RealDaemon.binary, ["--config", daemon.configPath])
@@ -100,7 +146,7 @@ struct RealDaemonTests {
 }
 
 /// Runs a binary to completion (bounded) and collects its output.
-private func run(_ binary: URL, _ arguments: [String]) async throws -> ImagentProcess.Result {
+func run(_ binary: URL, _ arguments: [String]) async throws -> ImagentProcess.Result {
     let directory = try FakeDaemon.makeTemporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let process = Process()

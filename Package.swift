@@ -94,7 +94,7 @@ let package = Package(
         .executableTarget(
             name: "imagentd",
             dependencies: [
-                "IMLink", "AgentIPC", "RefServer", "ConfigFile", "JSONText", "CSQLite", "CSystemd",
+                "IMLink", "AgentIPC", "AgentStore", "RefServer", "ConfigFile", "JSONText", "CSystemd",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "NIOPosix", package: "swift-nio"),

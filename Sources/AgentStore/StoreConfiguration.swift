@@ -35,6 +35,9 @@ public struct StoreConfiguration: Sendable, Hashable {
     /// The largest the database file may grow, in bytes (nil: until the disk is full).
     /// A commit that would pass it fails with `StoreError.full`, exactly like a full disk,
     /// so the daemon refuses new messages (QUEUE_FULL) long before the disk fills.
+    /// The limit is on the main file (`PRAGMA max_page_count`); the WAL beside it
+    /// holds at most the batches since the last checkpoint and is cut back to
+    /// `StoreWriter.walSizeLimitBytes` after each one, so budget that much more.
     public var maximumSizeBytes: Int?
     /// The most operations one transaction takes from the queue. Bounds the time
     /// one commit holds the writer and the memory a batch pins; operations beyond

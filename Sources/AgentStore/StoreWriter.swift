@@ -31,12 +31,18 @@ final class StoreWriter: @unchecked Sendable {
     private let releaseSavepoint: SQLiteStatement
     private let rollbackToSavepoint: SQLiteStatement
 
+    /// The WAL is truncated back to this size when a checkpoint empties it, so one
+    /// huge batch does not keep its disk space for ever (SQLite's own default
+    /// checkpoint, every 1000 pages ≈ 4 MiB, stays in force).
+    static let walSizeLimitBytes = 8 * 1024 * 1024
+
     /// Opens the database, brings its schema up to date and applies the size limit.
     init(configuration: StoreConfiguration, statistics: NIOLockedValueBox<StoreStatistics>) throws {
         do {
             database = try SQLiteDatabase(path: configuration.path, walMode: true, busyTimeoutMS: 5000,
                                           synchronous: configuration.durability.synchronous)
             try StoreSchema.migrate(database)
+            try database.execute("PRAGMA journal_size_limit=\(Self.walSizeLimitBytes)")
             if let maximumSizeBytes = configuration.maximumSizeBytes {
                 try database.setMaxPageCount(max(1, maximumSizeBytes / (try database.pageSize)))
             }

@@ -75,7 +75,7 @@ extension AgentStore {
 /// Submits every operation as its own submission at once, and waits for all of them.
 func submitAll(_ store: AgentStore, _ operations: [StoreOperation]) async throws {
     let futures = operations.map { store.perform([$0], on: testLoop) }
-    for future in futures { _ = try await future.get() }
+    try await EventLoopFuture.andAllSucceed(futures, on: testLoop).get()
 }
 
 /// Nanoseconds on the monotonic clock.

@@ -1,0 +1,45 @@
+import SQLiteDatabase
+import Testing
+
+/// The PRAGMA helpers AgentStore added to SQLiteDatabase.
+@Suite("SQLiteDatabase pragmas")
+struct SQLiteDatabasePragmaTests {
+    @Test func userVersion_roundTrips_andRollsBackWithItsTransaction() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let database = try SQLiteDatabase(path: directory.databasePath)
+        #expect(try database.userVersion == 0)
+        try database.setUserVersion(3)
+        #expect(try database.userVersion == 3)
+        struct Abort: Error {}
+        #expect(throws: Abort.self) {
+            try database.transaction {
+                try database.setUserVersion(4)
+                throw Abort()
+            }
+        }
+        #expect(try database.userVersion == 3)
+        #expect(!database.isInTransaction)
+    }
+
+    @Test func maxPageCount_turnsGrowthIntoSQLITE_FULL_andIntegrityStaysOK() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let database = try SQLiteDatabase(path: directory.databasePath)
+        try database.execute("CREATE TABLE t(b BLOB)")
+        let limit = try database.pageCount + 4
+        #expect(try database.setMaxPageCount(limit) == limit)
+        let insert = try database.prepare("INSERT INTO t VALUES(?)")
+        let error = #expect(throws: SQLiteError.self) {
+            try database.transaction {
+                for _ in 0..<100 { try insert.run([.blob([UInt8](repeating: 7, count: 4000))]) }
+            }
+        }
+        #expect(error?.primaryCode == 13)  // SQLITE_FULL
+        #expect(!database.isInTransaction)
+        #expect(try database.queryInteger("SELECT count(*) FROM t") == 0)
+        #expect(try database.integrityCheck() == ["ok"])
+        #expect(try database.pageSize >= 512)
+        #expect(try database.freePageCount >= 0)
+    }
+}

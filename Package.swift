@@ -15,6 +15,7 @@ let package = Package(
         .executable(name: "fuzz-ipc", targets: ["fuzz-ipc"]),
         .library(name: "IMLink", targets: ["IMLink"]),
         .library(name: "AgentIPC", targets: ["AgentIPC"]),
+        .library(name: "AgentStore", targets: ["AgentStore"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -54,6 +55,22 @@ let package = Package(
         // A thin, safe Swift wrapper over SQLite's C API, shared by the reference server and the daemon's store.
         .target(name: "SQLiteDatabase", dependencies: ["CSQLite"]),
 
+        // The daemon's durable store: sessions, outbox, inbox, metadata; group commit on one writer thread.
+        .target(
+            name: "AgentStore",
+            dependencies: [
+                "SQLiteDatabase",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]
+        ),
+        // A child process for AgentStoreTests' crash test: appends until it is killed, printing each committed seq.
+        .executableTarget(
+            name: "agentstore-crash-writer",
+            dependencies: ["AgentStore", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")]
+        ),
+
         // The reference IMLink server: a library so tests and the daemon's development mode embed it.
         .target(
             name: "RefServer",
@@ -77,7 +94,7 @@ let package = Package(
         .executableTarget(
             name: "imagentd",
             dependencies: [
-                "IMLink", "AgentIPC", "RefServer", "ConfigFile", "JSONText", "CSQLite", "CSystemd",
+                "IMLink", "AgentIPC", "AgentStore", "RefServer", "ConfigFile", "JSONText", "CSystemd",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -140,6 +157,15 @@ let package = Package(
             ]
         ),
         .testTarget(name: "ConfigFileTests", dependencies: ["ConfigFile"]),
+        // Depending on agentstore-crash-writer makes `swift test` build the child the crash test kills.
+        .testTarget(
+            name: "AgentStoreTests",
+            dependencies: [
+                "AgentStore", "SQLiteDatabase", "agentstore-crash-writer",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
         .testTarget(
             name: "RefServerTests",
             dependencies: [

@@ -26,9 +26,11 @@ final class RealDaemon: @unchecked Sendable {
     /// Writes a configuration for a new in-process reference server.
     static func prepare(extraConfig: String = "") async throws -> Setup {
         let directory = try FakeDaemon.makeTemporaryDirectory()
+        // The server keeps its state in SQLite too, so it can be restarted without loss.
         let tokenFile = directory + "/token"
         try "real-daemon-token\n".write(toFile: tokenFile, atomically: true, encoding: .utf8)
-        let server = try await RefServer.start(configuration: RefServerConfiguration(tokenFile: tokenFile),
+        let server = try await RefServer.start(configuration: RefServerConfiguration(tokenFile: tokenFile,
+                                                                                     statePath: directory + "/refserver.sqlite3"),
                                                logger: Logger(label: "refserver", factory: { _ in SwiftLogNoOpLogHandler() }))
         let socketPath = directory + "/imagent.sock"
         let configPath = directory + "/imagentd.toml"
@@ -58,14 +60,24 @@ final class RealDaemon: @unchecked Sendable {
 
     /// Writes a configuration for a reference server, starts the daemon and waits until its socket exists.
     static func start(extraConfig: String = "") async throws -> RealDaemon {
-        let setup = try await prepare(extraConfig: extraConfig)
+        try await launch(try await prepare(extraConfig: extraConfig))
+    }
+
+    /// A new daemon process on the same folder, configuration, store and server (after `kill -9`).
+    func restarted() async throws -> RealDaemon {
+        try await Self.launch(Setup(directory: directory, configPath: configPath, socketPath: socketPath, server: server))
+    }
+
+    private static func launch(_ setup: Setup) async throws -> RealDaemon {
         let (directory, configPath, socketPath, server) = (setup.directory, setup.configPath, setup.socketPath, setup.server)
         let process = Process()
         process.executableURL = binary
         process.arguments = ["--config", configPath]
         let logPath = directory + "/imagentd.log"
-        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        if !FileManager.default.fileExists(atPath: logPath) { _ = FileManager.default.createFile(atPath: logPath, contents: nil) }
+        let logFile = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        logFile.seekToEndOfFile()
+        process.standardOutput = logFile
         process.standardError = process.standardOutput
         var environment = ProcessInfo.processInfo.environment
         environment["NOTIFY_SOCKET"] = nil

@@ -1,0 +1,132 @@
+import NIOCore
+
+/// One typed method per `StoreOperation`, each a single-operation `perform`.
+/// Use `perform` directly to make several operations atomic together.
+extension AgentStore {
+    /// A random non-zero session id never used in this database (see `SessionIDAllocator`).
+    /// Pass it to `createSession(id:)`; `createSession(id: nil)` draws one itself.
+    public func allocateSessionID(on loop: EventLoop) -> EventLoopFuture<UInt64> {
+        single(.allocateSessionID, on: loop) { result in
+            guard case .sessionID(let id) = result else { return nil }
+            return id
+        }
+    }
+
+    /// Creates an open session with all counters at 0. `id` nil (or 0) draws a fresh id in
+    /// the same transaction; an id already used fails with `StoreError.sessionExists`.
+    public func createSession(id: UInt64? = nil, service: String, ownerUID: UInt32, priority: UInt8 = 1,
+                              durable: Bool = true, createdAtMS: Int64, on loop: EventLoop) -> EventLoopFuture<SessionRecord> {
+        single(.createSession(id: id, service: service, ownerUID: ownerUID, priority: priority, durable: durable,
+                              createdAtMS: createdAtMS), on: loop) { result in
+            guard case .session(let record) = result else { return nil }
+            return record
+        }
+    }
+
+    /// Stores outbound message `seq` (which must be the session's `sentSeq + 1`: the daemon
+    /// assigns seqs on its loop, the store checks and persists them). Send ACCEPTED when it succeeds.
+    public func appendOutbound(session: UInt64, seq: UInt64, payload: ByteBuffer, expiresAtMS: Int64? = nil,
+                               on loop: EventLoop) -> EventLoopFuture<Void> {
+        done(.appendOutbound(session: session, seq: seq, payload: payload, expiresAtMS: expiresAtMS), on: loop)
+    }
+
+    /// The server's cumulative ACK: forgets outbound messages up to `upTo`, sets `ackedSeq`.
+    /// A repeated or older ACK is accepted and changes nothing.
+    public func markAcked(session: UInt64, upTo: UInt64, on loop: EventLoop) -> EventLoopFuture<Void> {
+        done(.markAcked(session: session, upTo: upTo), on: loop)
+    }
+
+    /// Stores inbound message `seq` (which must be `receivedSeq + 1`). ACK the server when it succeeds.
+    public func appendInbound(session: UInt64, seq: UInt64, payload: ByteBuffer, on loop: EventLoop) -> EventLoopFuture<Void> {
+        done(.appendInbound(session: session, seq: seq, payload: payload), on: loop)
+    }
+
+    /// A client's cumulative ACK: forgets inbound messages up to `upTo`, sets `deliveredSeq`.
+    public func markDelivered(session: UInt64, upTo: UInt64, on loop: EventLoop) -> EventLoopFuture<Void> {
+        done(.markDelivered(session: session, upTo: upTo), on: loop)
+    }
+
+    /// The server refused the session: state failed, with its code; queues are kept. No-op on a closed session.
+    public func failSession(_ session: UInt64, code: UInt16? = nil, on loop: EventLoop) -> EventLoopFuture<Void> {
+        done(.failSession(session, code: code), on: loop)
+    }
+
+    /// Ends the session for good: both queues purged, state closed, the id reserved forever.
+    public func closeSession(_ session: UInt64, on loop: EventLoop) -> EventLoopFuture<Void> {
+        done(.closeSession(session), on: loop)
+    }
+
+    /// Removes every outbound message whose expiry is at or before `nowMS` and returns
+    /// them, per session in seq order, for the EXPIRED events.
+    public func expireOutbound(nowMS: Int64, on loop: EventLoop) -> EventLoopFuture<[ExpiredMessage]> {
+        single(.expireOutbound(nowMS: nowMS), on: loop) { result in
+            guard case .expired(let expired) = result else { return nil }
+            return expired
+        }
+    }
+
+    /// Sets a metadata value (nil removes the key).
+    public func setMetadata(_ value: String?, forKey key: String, on loop: EventLoop) -> EventLoopFuture<Void> {
+        done(.setMetadata(key: key, value: value), on: loop)
+    }
+
+    /// A metadata value, or nil when the key is not set.
+    public func metadata(forKey key: String, on loop: EventLoop) -> EventLoopFuture<String?> {
+        single(.metadata(key: key), on: loop) { result in
+            guard case .metadata(let value) = result else { return nil }
+            return .some(value)
+        }
+    }
+
+    /// One session's row, or nil when no session has this id.
+    public func session(_ id: UInt64, on loop: EventLoop) -> EventLoopFuture<SessionRecord?> {
+        single(.session(id), on: loop) { result in
+            guard case .sessionRecord(let record) = result else { return nil }
+            return .some(record)
+        }
+    }
+
+    /// Up to `limit` outbound messages after seq `after`, in order: what to resend after OPEN_OK.
+    public func outbound(session: UInt64, after: UInt64, limit: Int, on loop: EventLoop) -> EventLoopFuture<[OutboundMessage]> {
+        single(.outbound(session: session, after: after, limit: limit), on: loop) { result in
+            guard case .outbound(let messages) = result else { return nil }
+            return messages
+        }
+    }
+
+    /// Up to `limit` inbound messages after seq `after`, in order: what to redeliver after an attach.
+    public func inbound(session: UInt64, after: UInt64, limit: Int, on loop: EventLoop) -> EventLoopFuture<[InboundMessage]> {
+        single(.inbound(session: session, after: after, limit: limit), on: loop) { result in
+            guard case .inbound(let messages) = result else { return nil }
+            return messages
+        }
+    }
+
+    /// Everything persisted, for start-up: every session (closed ones too) with its
+    /// counters and queued messages, and the metadata.
+    public func load(on loop: EventLoop) -> EventLoopFuture<StoreSnapshot> {
+        single(.load, on: loop) { result in
+            guard case .snapshot(let snapshot) = result else { return nil }
+            return snapshot
+        }
+    }
+
+    private func done(_ operation: StoreOperation, on loop: EventLoop) -> EventLoopFuture<Void> {
+        single(operation, on: loop) { result in
+            guard case .done = result else { return nil }
+            return ()
+        }
+    }
+
+    /// `perform` of one operation, unwrapping its result with `extract` (nil means the
+    /// applier answered with the wrong kind of result: a bug in this module).
+    private func single<Value: Sendable>(_ operation: StoreOperation, on loop: EventLoop,
+                                         _ extract: @escaping @Sendable (StoreResult) -> Value?) -> EventLoopFuture<Value> {
+        perform([operation], on: loop).map { results in
+            guard results.count == 1, let value = extract(results[0]) else {
+                preconditionFailure("\(operation) produced \(results); each operation has exactly one result of its own kind")
+            }
+            return value
+        }
+    }
+}

@@ -1,0 +1,188 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+/// The queue in front of the writer thread: the heart of group commit.
+///
+/// Callers on any thread `submit`; the first submission into an idle queue
+/// starts a *drain* on the writer thread. A drain takes everything queued
+/// (up to `maximumBatchOperations`), commits it as one transaction, completes
+/// the futures, and loops; meanwhile new submissions simply pile up behind the
+/// running commit and become the next batch. Under load, batch size therefore
+/// grows by itself to whatever arrived during one commit (one fsync at
+/// `.power`), and when idle a lone submission is committed at once: there is
+/// no timer and no latency added to wait for company.
+///
+/// ```
+///  loop ──submit──▶ [pending] ──take all──▶ writer: BEGIN; op; op; …; COMMIT ──▶ complete futures
+///                      ▲                                   │
+///                      └──── new submissions wait here ────┘
+/// ```
+final class CommitQueue: Sendable {
+    struct Submission: Sendable {
+        let operations: [StoreOperation]
+        let promise: EventLoopPromise<[StoreResult]>
+    }
+
+    private struct State {
+        var pending: CircularBuffer<Submission> = []
+        /// A drain is scheduled or running; only it touches the writer.
+        var draining = false
+        /// `close` was called: refuse new submissions, close the writer after the last drain.
+        var closing = false
+        var closePromises: [EventLoopPromise<Void>] = []
+        /// The writer is gone; set once, by the drain that closed it.
+        var closed = false
+    }
+
+    private let state = NIOLockedValueBox(State())
+    private let pool: NIOThreadPool
+    /// Taken by the closing drain, so the database closes on the writer thread.
+    private let writer: NIOLockedValueBox<StoreWriter?>
+    private let maximumBatchOperations: Int
+
+    init(writer: StoreWriter, pool: NIOThreadPool, maximumBatchOperations: Int) {
+        self.writer = NIOLockedValueBox(writer)
+        self.pool = pool
+        self.maximumBatchOperations = maximumBatchOperations
+    }
+
+    func submit(_ submission: Submission) {
+        let startDrain = state.withLockedValue { state -> Bool? in
+            guard !state.closing else { return nil }
+            state.pending.append(submission)
+            guard !state.draining else { return false }
+            state.draining = true
+            return true
+        }
+        switch startDrain {
+        case nil: submission.promise.fail(StoreError.closed)
+        case true?: scheduleDrain()
+        case false?: break
+        }
+    }
+
+    /// Refuses new submissions, lets every queued one commit, then closes the database.
+    func close(promise: EventLoopPromise<Void>) {
+        let action = state.withLockedValue { state -> CloseAction in
+            if state.closed { return .alreadyClosed }
+            state.closing = true
+            state.closePromises.append(promise)
+            guard !state.draining else { return .drainWillClose }
+            state.draining = true
+            return .startDrain
+        }
+        switch action {
+        case .alreadyClosed: promise.succeed(())
+        case .drainWillClose: break
+        case .startDrain: scheduleDrain()
+        }
+    }
+
+    private enum CloseAction {
+        case alreadyClosed
+        case drainWillClose
+        case startDrain
+    }
+
+    /// Runs `body` with the writer on the writer thread, between batches (for
+    /// diagnostics such as `integrityCheck`).
+    func withWriter<Result: Sendable>(on loop: EventLoop, _ body: @escaping @Sendable (StoreWriter) throws -> Result) -> EventLoopFuture<Result> {
+        pool.runIfActive(eventLoop: loop) { [writer] in
+            // The writer thread is the pool's only thread, so no batch runs meanwhile.
+            guard let current = writer.withLockedValue({ $0 }) else { throw StoreError.closed }
+            return try body(current)
+        }
+    }
+
+    private func scheduleDrain() {
+        pool.submit { workState in
+            switch workState {
+            case .active: self.drain()
+            case .cancelled: self.failEverything(with: .closed)
+            }
+        }
+    }
+
+    /// The writer thread's loop: batch after batch until the queue is empty.
+    private func drain() {
+        while true {
+            let next = state.withLockedValue { state -> DrainStep in
+                if state.pending.isEmpty {
+                    if state.closing, !state.closed {
+                        state.closed = true
+                        state.draining = false
+                        let promises = state.closePromises
+                        state.closePromises = []
+                        return .close(promises)
+                    }
+                    state.draining = false
+                    return .idle
+                }
+                var batch: [Submission] = []
+                var operations = 0
+                // Always take at least one submission, however large it is.
+                while let first = state.pending.first,
+                      batch.isEmpty || operations + first.operations.count <= maximumBatchOperations {
+                    batch.append(state.pending.removeFirst())
+                    operations += first.operations.count
+                }
+                return .commit(batch)
+            }
+            switch next {
+            case .idle:
+                return
+            case .close(let promises):
+                // Dropping the last reference closes the connection (sqlite3_close_v2) here, on the writer thread.
+                writer.withLockedValue { $0 = nil }
+                for promise in promises { promise.succeed(()) }
+                return
+            case .commit(let batch):
+                guard let current = writer.withLockedValue({ $0 }) else {
+                    for submission in batch { submission.promise.fail(StoreError.closed) }
+                    continue
+                }
+                let outcomes = current.apply(batch.map(\.operations))
+                Self.complete(batch, with: outcomes)
+            }
+        }
+    }
+
+    private enum DrainStep {
+        case idle
+        case commit([Submission])
+        case close([EventLoopPromise<Void>])
+    }
+
+    /// Completes a batch's futures with one hop per event loop rather than one per
+    /// future: the daemon's 10,000 appends become a single task on its loop.
+    private static func complete(_ batch: [Submission], with outcomes: [Result<[StoreResult], StoreError>]) {
+        var byLoop: [ObjectIdentifier: (EventLoop, [(EventLoopPromise<[StoreResult]>, Result<[StoreResult], StoreError>)])] = [:]
+        for (submission, outcome) in zip(batch, outcomes) {
+            let loop = submission.promise.futureResult.eventLoop
+            byLoop[ObjectIdentifier(loop), default: (loop, [])].1.append((submission.promise, outcome))
+        }
+        for (loop, completions) in byLoop.values {
+            loop.execute {
+                for (promise, outcome) in completions {
+                    promise.completeWith(outcome.mapError { $0 as any Error })
+                }
+            }
+        }
+    }
+
+    /// The pool refused our work (it was shut down under us): nothing queued can run.
+    private func failEverything(with error: StoreError) {
+        let (pending, closers) = state.withLockedValue { state in
+            let pending = Array(state.pending)
+            state.pending.removeAll()
+            state.draining = false
+            state.closed = true
+            let closers = state.closePromises
+            state.closePromises = []
+            return (pending, closers)
+        }
+        for submission in pending { submission.promise.fail(error) }
+        for promise in closers { promise.succeed(()) }
+    }
+}

@@ -1,0 +1,379 @@
+import NIOCore
+import SQLiteDatabase
+
+/// Turns each `StoreOperation` into SQL on the writer's connection, inside a
+/// transaction the caller (`StoreWriter`) opened.
+///
+/// Every statement is prepared once and reused: at thousands of operations per
+/// commit, parsing SQL would cost more than running it. Checks against the
+/// session's counters come before any write, so a caller's mistake (a duplicate
+/// seq, an unknown session) is reported with the numbers that explain it.
+///
+/// Not `Sendable`: it lives on the writer thread only.
+final class OperationApplier {
+    let database: SQLiteDatabase
+    private var allocator: SessionIDAllocator
+    private let bufferAllocator: ByteBufferAllocator = ByteBufferAllocator()
+
+    private let selectCounters: SQLiteStatement
+    private let selectSessionExists: SQLiteStatement
+    private let selectSession: SQLiteStatement
+    private let selectAllSessions: SQLiteStatement
+    private let insertSession: SQLiteStatement
+    private let insertOutbox: SQLiteStatement
+    private let updateSentSeq: SQLiteStatement
+    private let deleteOutboxUpTo: SQLiteStatement
+    private let updateAckedSeq: SQLiteStatement
+    private let insertInbox: SQLiteStatement
+    private let updateReceivedSeq: SQLiteStatement
+    private let deleteInboxUpTo: SQLiteStatement
+    private let updateDeliveredSeq: SQLiteStatement
+    private let updateFailed: SQLiteStatement
+    private let updateClosed: SQLiteStatement
+    private let deleteOutboxOfSession: SQLiteStatement
+    private let deleteInboxOfSession: SQLiteStatement
+    private let deleteExpired: SQLiteStatement
+    private let upsertMetadata: SQLiteStatement
+    private let deleteMetadata: SQLiteStatement
+    private let selectMetadata: SQLiteStatement
+    private let selectAllMetadata: SQLiteStatement
+    private let selectOutboxAfter: SQLiteStatement
+    private let selectInboxAfter: SQLiteStatement
+    private let selectAllOutbox: SQLiteStatement
+    private let selectAllInbox: SQLiteStatement
+
+    private static let sessionColumns =
+        "id, service, owner_uid, priority, durable, state, failure_code, sent_seq, acked_seq, received_seq, delivered_seq, created_ms"
+
+    init(database: SQLiteDatabase, allocator: SessionIDAllocator = SessionIDAllocator()) throws(SQLiteError) {
+        self.database = database
+        self.allocator = allocator
+        selectCounters = try database.prepare(
+            "SELECT state, sent_seq, acked_seq, received_seq, delivered_seq FROM sessions WHERE id = ?")
+        selectSessionExists = try database.prepare("SELECT 1 FROM sessions WHERE id = ?")
+        selectSession = try database.prepare("SELECT \(Self.sessionColumns) FROM sessions WHERE id = ?")
+        selectAllSessions = try database.prepare("SELECT \(Self.sessionColumns) FROM sessions ORDER BY id")
+        insertSession = try database.prepare(
+            "INSERT INTO sessions(\(Self.sessionColumns)) VALUES(?, ?, ?, ?, ?, 'open', NULL, 0, 0, 0, 0, ?)")
+        insertOutbox = try database.prepare("INSERT INTO outbox(session, seq, payload, expires_ms) VALUES(?, ?, ?, ?)")
+        updateSentSeq = try database.prepare("UPDATE sessions SET sent_seq = ? WHERE id = ?")
+        deleteOutboxUpTo = try database.prepare("DELETE FROM outbox WHERE session = ? AND seq <= ?")
+        updateAckedSeq = try database.prepare("UPDATE sessions SET acked_seq = ? WHERE id = ?")
+        insertInbox = try database.prepare("INSERT INTO inbox(session, seq, payload) VALUES(?, ?, ?)")
+        updateReceivedSeq = try database.prepare("UPDATE sessions SET received_seq = ? WHERE id = ?")
+        deleteInboxUpTo = try database.prepare("DELETE FROM inbox WHERE session = ? AND seq <= ?")
+        updateDeliveredSeq = try database.prepare("UPDATE sessions SET delivered_seq = ? WHERE id = ?")
+        updateFailed = try database.prepare("UPDATE sessions SET state = 'failed', failure_code = ? WHERE id = ?")
+        updateClosed = try database.prepare("UPDATE sessions SET state = 'closed' WHERE id = ?")
+        deleteOutboxOfSession = try database.prepare("DELETE FROM outbox WHERE session = ?")
+        deleteInboxOfSession = try database.prepare("DELETE FROM inbox WHERE session = ?")
+        // The partial index outbox_expiry serves this; RETURNING needs SQLite 3.35.
+        deleteExpired = try database.prepare(
+            "DELETE FROM outbox WHERE expires_ms IS NOT NULL AND expires_ms <= ? RETURNING session, seq")
+        upsertMetadata = try database.prepare(
+            "INSERT INTO metadata(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
+        deleteMetadata = try database.prepare("DELETE FROM metadata WHERE key = ?")
+        selectMetadata = try database.prepare("SELECT value FROM metadata WHERE key = ?")
+        selectAllMetadata = try database.prepare("SELECT key, value FROM metadata")
+        selectOutboxAfter = try database.prepare(
+            "SELECT seq, payload, expires_ms FROM outbox WHERE session = ? AND seq > ? ORDER BY seq LIMIT ?")
+        selectInboxAfter = try database.prepare(
+            "SELECT seq, payload FROM inbox WHERE session = ? AND seq > ? ORDER BY seq LIMIT ?")
+        selectAllOutbox = try database.prepare("SELECT session, seq, payload, expires_ms FROM outbox ORDER BY session, seq")
+        selectAllInbox = try database.prepare("SELECT session, seq, payload FROM inbox ORDER BY session, seq")
+    }
+
+    /// Applies one operation inside the open transaction.
+    ///
+    /// Throws `StoreError` for a caller's mistake (nothing was written by this
+    /// operation) and `SQLiteError` for a failure of the database itself.
+    func apply(_ operation: StoreOperation) throws -> StoreResult {
+        switch operation {
+        case .allocateSessionID:
+            return .sessionID(try allocator.draw(isUsed: sessionExists))
+        case .createSession(let id, let service, let ownerUID, let priority, let durable, let createdAtMS):
+            return .session(try createSession(id: id, service: service, ownerUID: ownerUID, priority: priority,
+                                              durable: durable, createdAtMS: createdAtMS))
+        case .appendOutbound(let session, let seq, let payload, let expiresAtMS):
+            try appendOutbound(session: session, seq: seq, payload: payload, expiresAtMS: expiresAtMS)
+            return .done
+        case .markAcked(let session, let upTo):
+            try markAcked(session: session, upTo: upTo)
+            return .done
+        case .appendInbound(let session, let seq, let payload):
+            try appendInbound(session: session, seq: seq, payload: payload)
+            return .done
+        case .markDelivered(let session, let upTo):
+            try markDelivered(session: session, upTo: upTo)
+            return .done
+        case .failSession(let session, let code):
+            try failSession(session, code: code)
+            return .done
+        case .closeSession(let session):
+            try closeSession(session)
+            return .done
+        case .expireOutbound(let nowMS):
+            return .expired(try expireOutbound(nowMS: nowMS))
+        case .setMetadata(let key, let value):
+            if let value {
+                try upsertMetadata.run([.text(key), .text(value)])
+            } else {
+                try deleteMetadata.run([.text(key)])
+            }
+            return .done
+        case .metadata(let key):
+            defer { selectMetadata.reset() }
+            try selectMetadata.bind(key, at: 1)
+            return .metadata(try selectMetadata.step() ? selectMetadata.text(at: 0) : nil)
+        case .session(let id):
+            return .sessionRecord(try sessionRecord(id))
+        case .outbound(let session, let after, let limit):
+            return .outbound(try outbound(session: session, after: after, limit: limit))
+        case .inbound(let session, let after, let limit):
+            return .inbound(try inbound(session: session, after: after, limit: limit))
+        case .load:
+            return .snapshot(try load())
+        }
+    }
+
+    // MARK: Sessions
+
+    private struct Counters {
+        var state: StoredSessionState
+        var sent: UInt64
+        var acked: UInt64
+        var received: UInt64
+        var delivered: UInt64
+    }
+
+    private func counters(_ session: UInt64) throws -> Counters {
+        defer { selectCounters.reset() }
+        try selectCounters.bind(Int64(bitPattern: session), at: 1)
+        guard try selectCounters.step() else { throw StoreError.unknownSession(session) }
+        return Counters(state: try Self.state(selectCounters.text(at: 0)),
+                        sent: UInt64(bitPattern: selectCounters.integer(at: 1)),
+                        acked: UInt64(bitPattern: selectCounters.integer(at: 2)),
+                        received: UInt64(bitPattern: selectCounters.integer(at: 3)),
+                        delivered: UInt64(bitPattern: selectCounters.integer(at: 4)))
+    }
+
+    private func sessionExists(_ id: UInt64) throws(SQLiteError) -> Bool {
+        defer { selectSessionExists.reset() }
+        try selectSessionExists.bind(Int64(bitPattern: id), at: 1)
+        return try selectSessionExists.step()
+    }
+
+    private func createSession(id: UInt64?, service: String, ownerUID: UInt32, priority: UInt8, durable: Bool,
+                               createdAtMS: Int64) throws -> SessionRecord {
+        let chosen: UInt64
+        if let id, id != 0 {
+            guard try !sessionExists(id) else { throw StoreError.sessionExists(id) }
+            chosen = id
+        } else {
+            chosen = try allocator.draw(isUsed: sessionExists)
+        }
+        try insertSession.run([.integer(Int64(bitPattern: chosen)), .text(service), .integer(Int64(ownerUID)),
+                               .integer(Int64(priority)), .integer(durable ? 1 : 0), .integer(createdAtMS)])
+        allocator.stored(chosen)
+        return SessionRecord(id: chosen, service: service, ownerUID: ownerUID, priority: priority, durable: durable,
+                             createdMS: createdAtMS)
+    }
+
+    private func failSession(_ session: UInt64, code: UInt16?) throws {
+        let current = try counters(session)
+        // CLOSE is final: a late OPEN_FAIL for a session the owner already closed changes nothing.
+        guard current.state != .closed else { return }
+        try updateFailed.run([code.map { .integer(Int64($0)) } ?? .null, .integer(Int64(bitPattern: session))])
+    }
+
+    private func closeSession(_ session: UInt64) throws {
+        _ = try counters(session)
+        let id = SQLiteValue.integer(Int64(bitPattern: session))
+        try deleteOutboxOfSession.run([id])
+        try deleteInboxOfSession.run([id])
+        try updateClosed.run([id])
+    }
+
+    private func sessionRecord(_ id: UInt64) throws -> SessionRecord? {
+        defer { selectSession.reset() }
+        try selectSession.bind(Int64(bitPattern: id), at: 1)
+        return try selectSession.step() ? try Self.record(from: selectSession) : nil
+    }
+
+    // MARK: Outbound
+
+    private func appendOutbound(session: UInt64, seq: UInt64, payload: ByteBuffer, expiresAtMS: Int64?) throws {
+        let current = try counters(session)
+        guard current.state == .open else { throw StoreError.sessionNotOpen(session, current.state) }
+        try Self.checkNext(seq, after: current.sent, session: session, direction: .outbound)
+        defer { insertOutbox.reset() }
+        try insertOutbox.bind(Int64(bitPattern: session), at: 1)
+        try insertOutbox.bind(Int64(bitPattern: seq), at: 2)
+        try payload.withUnsafeReadableBytes { (bytes) throws(SQLiteError) in try insertOutbox.bind(bytes: bytes, at: 3) }
+        if let expiresAtMS { try insertOutbox.bind(expiresAtMS, at: 4) } else { try insertOutbox.bindNull(at: 4) }
+        try insertOutbox.step()
+        try updateSentSeq.run([.integer(Int64(bitPattern: seq)), .integer(Int64(bitPattern: session))])
+    }
+
+    private func markAcked(session: UInt64, upTo: UInt64) throws {
+        let current = try counters(session)
+        guard upTo <= current.sent else {
+            throw StoreError.ackBeyondStored(session: session, seq: upTo, highest: current.sent, direction: .outbound)
+        }
+        // ACKs are cumulative and may repeat (wire.md §5): an old one changes nothing.
+        guard upTo > current.acked else { return }
+        let id = SQLiteValue.integer(Int64(bitPattern: session))
+        try deleteOutboxUpTo.run([id, .integer(Int64(bitPattern: upTo))])
+        try updateAckedSeq.run([.integer(Int64(bitPattern: upTo)), id])
+    }
+
+    private func expireOutbound(nowMS: Int64) throws(SQLiteError) -> [ExpiredMessage] {
+        defer { deleteExpired.reset() }
+        try deleteExpired.bind(nowMS, at: 1)
+        var expired: [ExpiredMessage] = []
+        while try deleteExpired.step() {
+            expired.append(ExpiredMessage(session: UInt64(bitPattern: deleteExpired.integer(at: 0)),
+                                          seq: UInt64(bitPattern: deleteExpired.integer(at: 1))))
+        }
+        // RETURNING gives no order guarantee; EXPIRED events go out per session in seq order.
+        expired.sort { ($0.session, $0.seq) < ($1.session, $1.seq) }
+        return expired
+    }
+
+    private func outbound(session: UInt64, after: UInt64, limit: Int) throws(SQLiteError) -> [OutboundMessage] {
+        defer { selectOutboxAfter.reset() }
+        try selectOutboxAfter.bind([.integer(Int64(bitPattern: session)), .integer(Int64(bitPattern: after)),
+                                    .integer(Int64(limit))])
+        var messages: [OutboundMessage] = []
+        while try selectOutboxAfter.step() {
+            messages.append(OutboundMessage(seq: UInt64(bitPattern: selectOutboxAfter.integer(at: 0)),
+                                            payload: buffer(selectOutboxAfter, column: 1),
+                                            expiresAtMS: selectOutboxAfter.isNull(at: 2) ? nil : selectOutboxAfter.integer(at: 2)))
+        }
+        return messages
+    }
+
+    // MARK: Inbound
+
+    private func appendInbound(session: UInt64, seq: UInt64, payload: ByteBuffer) throws {
+        let current = try counters(session)
+        guard current.state == .open else { throw StoreError.sessionNotOpen(session, current.state) }
+        try Self.checkNext(seq, after: current.received, session: session, direction: .inbound)
+        defer { insertInbox.reset() }
+        try insertInbox.bind(Int64(bitPattern: session), at: 1)
+        try insertInbox.bind(Int64(bitPattern: seq), at: 2)
+        try payload.withUnsafeReadableBytes { (bytes) throws(SQLiteError) in try insertInbox.bind(bytes: bytes, at: 3) }
+        try insertInbox.step()
+        try updateReceivedSeq.run([.integer(Int64(bitPattern: seq)), .integer(Int64(bitPattern: session))])
+    }
+
+    private func markDelivered(session: UInt64, upTo: UInt64) throws {
+        let current = try counters(session)
+        guard upTo <= current.received else {
+            throw StoreError.ackBeyondStored(session: session, seq: upTo, highest: current.received, direction: .inbound)
+        }
+        guard upTo > current.delivered else { return }
+        let id = SQLiteValue.integer(Int64(bitPattern: session))
+        try deleteInboxUpTo.run([id, .integer(Int64(bitPattern: upTo))])
+        try updateDeliveredSeq.run([.integer(Int64(bitPattern: upTo)), id])
+    }
+
+    private func inbound(session: UInt64, after: UInt64, limit: Int) throws(SQLiteError) -> [InboundMessage] {
+        defer { selectInboxAfter.reset() }
+        try selectInboxAfter.bind([.integer(Int64(bitPattern: session)), .integer(Int64(bitPattern: after)),
+                                   .integer(Int64(limit))])
+        var messages: [InboundMessage] = []
+        while try selectInboxAfter.step() {
+            messages.append(InboundMessage(seq: UInt64(bitPattern: selectInboxAfter.integer(at: 0)),
+                                           payload: buffer(selectInboxAfter, column: 1)))
+        }
+        return messages
+    }
+
+    // MARK: Start-up
+
+    private func load() throws -> StoreSnapshot {
+        var sessions: [StoredSession] = []
+        var position: [UInt64: Int] = [:]
+        do {
+            defer { selectAllSessions.reset() }
+            while try selectAllSessions.step() {
+                let record = try Self.record(from: selectAllSessions)
+                position[record.id] = sessions.count
+                sessions.append(StoredSession(record: record))
+            }
+        }
+        do {
+            defer { selectAllOutbox.reset() }
+            while try selectAllOutbox.step() {
+                // A row of a session that does not exist cannot be written by this
+                // store; skip it rather than refuse to start.
+                guard let index = position[UInt64(bitPattern: selectAllOutbox.integer(at: 0))] else { continue }
+                sessions[index].outbox.append(OutboundMessage(
+                    seq: UInt64(bitPattern: selectAllOutbox.integer(at: 1)),
+                    payload: buffer(selectAllOutbox, column: 2),
+                    expiresAtMS: selectAllOutbox.isNull(at: 3) ? nil : selectAllOutbox.integer(at: 3)))
+            }
+        }
+        do {
+            defer { selectAllInbox.reset() }
+            while try selectAllInbox.step() {
+                guard let index = position[UInt64(bitPattern: selectAllInbox.integer(at: 0))] else { continue }
+                sessions[index].inbox.append(InboundMessage(seq: UInt64(bitPattern: selectAllInbox.integer(at: 1)),
+                                                            payload: buffer(selectAllInbox, column: 2)))
+            }
+        }
+        var metadata: [String: String] = [:]
+        do {
+            defer { selectAllMetadata.reset() }
+            while try selectAllMetadata.step() {
+                metadata[selectAllMetadata.text(at: 0) ?? ""] = selectAllMetadata.text(at: 1) ?? ""
+            }
+        }
+        return StoreSnapshot(sessions: sessions, metadata: metadata)
+    }
+
+    // MARK: Helpers
+
+    /// A new sequence number must be exactly one past the highest stored (wire.md §5).
+    private static func checkNext(_ seq: UInt64, after highest: UInt64, session: UInt64,
+                                  direction: StoreError.Direction) throws(StoreError) {
+        guard seq > highest else {
+            throw StoreError.duplicateSeq(session: session, seq: seq, highest: highest, direction: direction)
+        }
+        guard seq == highest + 1 else {
+            throw StoreError.seqGap(session: session, seq: seq, highest: highest, direction: direction)
+        }
+    }
+
+    private func buffer(_ statement: SQLiteStatement, column: Int32) -> ByteBuffer {
+        statement.withBlob(at: column) { bytes in
+            var buffer = bufferAllocator.buffer(capacity: bytes.count)
+            buffer.writeBytes(bytes)
+            return buffer
+        }
+    }
+
+    private static func state(_ text: String?) throws(StoreError) -> StoredSessionState {
+        // The CHECK constraint admits only these three; anything else is a damaged file.
+        guard let text, let state = StoredSessionState(rawValue: text) else {
+            throw StoreError.corrupt("sessions.state holds \(text ?? "NULL"), which its CHECK constraint forbids")
+        }
+        return state
+    }
+
+    private static func record(from row: SQLiteStatement) throws(StoreError) -> SessionRecord {
+        SessionRecord(id: UInt64(bitPattern: row.integer(at: 0)),
+                      service: row.text(at: 1) ?? "",
+                      ownerUID: UInt32(truncatingIfNeeded: row.integer(at: 2)),
+                      priority: UInt8(truncatingIfNeeded: row.integer(at: 3)),
+                      durable: row.integer(at: 4) != 0,
+                      state: try state(row.text(at: 5)),
+                      failureCode: row.isNull(at: 6) ? nil : UInt16(truncatingIfNeeded: row.integer(at: 6)),
+                      sentSeq: UInt64(bitPattern: row.integer(at: 7)),
+                      ackedSeq: UInt64(bitPattern: row.integer(at: 8)),
+                      receivedSeq: UInt64(bitPattern: row.integer(at: 9)),
+                      deliveredSeq: UInt64(bitPattern: row.integer(at: 10)),
+                      createdMS: row.integer(at: 11))
+    }
+}

@@ -1,0 +1,52 @@
+import SQLiteDatabase
+
+/// How much of the recent past a commit survives.
+///
+/// Both levels keep the database consistent after any crash: SQLite's WAL
+/// either has a transaction's commit record or ignores the transaction. They
+/// differ only in which *committed* transactions may be lost.
+public enum Durability: String, Sendable, Hashable, CaseIterable {
+    /// `PRAGMA synchronous=NORMAL`: a committed transaction survives a crash or
+    /// `kill -9` of the process, because the commit has been written to the WAL
+    /// in the kernel's page cache. A power loss or kernel crash may lose the
+    /// last transactions committed before the WAL was next synced (at a
+    /// checkpoint). No fsync per commit, so commits are cheap.
+    case process
+    /// `PRAGMA synchronous=FULL`: a committed transaction also survives power
+    /// loss, because every commit fsyncs the WAL before it returns. Costs one
+    /// fsync per commit — group commit shares it among every message of the batch.
+    case power
+
+    /// The SQLite setting that gives this level in WAL mode.
+    public var synchronous: Synchronous {
+        switch self {
+        case .process: .normal
+        case .power: .full
+        }
+    }
+}
+
+/// Where the store lives and how it commits.
+public struct StoreConfiguration: Sendable, Hashable {
+    /// The SQLite database file; its `-wal` and `-shm` files sit beside it.
+    public var path: String
+    /// See `Durability`; `.process` unless the configuration asks for power-loss safety.
+    public var durability: Durability
+    /// The largest the database file may grow, in bytes (nil: until the disk is full).
+    /// A commit that would pass it fails with `StoreError.full`, exactly like a full disk,
+    /// so the daemon refuses new messages (QUEUE_FULL) long before the disk fills.
+    public var maximumSizeBytes: Int?
+    /// The most operations one transaction takes from the queue. Bounds the time
+    /// one commit holds the writer and the memory a batch pins; operations beyond
+    /// it wait for the next commit, which starts immediately.
+    public var maximumBatchOperations: Int
+
+    public init(path: String, durability: Durability = .process, maximumSizeBytes: Int? = nil,
+                maximumBatchOperations: Int = 8192) {
+        precondition(maximumBatchOperations > 0, "a batch must take at least one operation")
+        self.path = path
+        self.durability = durability
+        self.maximumSizeBytes = maximumSizeBytes
+        self.maximumBatchOperations = maximumBatchOperations
+    }
+}

@@ -1,0 +1,62 @@
+import NIOCore
+
+/// One thing the daemon asks the store to do. Operations submitted together
+/// (one `perform` call) are applied atomically: all of them or none. Many
+/// submissions share one transaction (group commit), each inside its own
+/// savepoint, so one submission's mistake never fails another's.
+public enum StoreOperation: Sendable, Hashable {
+    /// Draws a fresh, never-used session id (see `SessionIDAllocator`). → `.sessionID`
+    case allocateSessionID
+    /// Creates an open session; `id` nil draws one in the same transaction. → `.session`
+    case createSession(id: UInt64?, service: String, ownerUID: UInt32, priority: UInt8, durable: Bool, createdAtMS: Int64)
+    /// Stores outbound message `seq`, which must be `sentSeq + 1`; sets `sentSeq`. → `.done`
+    case appendOutbound(session: UInt64, seq: UInt64, payload: ByteBuffer, expiresAtMS: Int64?)
+    /// The server acknowledged every outbound seq up to `upTo`: deletes them, sets `ackedSeq`. → `.done`
+    case markAcked(session: UInt64, upTo: UInt64)
+    /// Stores inbound message `seq`, which must be `receivedSeq + 1`; sets `receivedSeq`. → `.done`
+    case appendInbound(session: UInt64, seq: UInt64, payload: ByteBuffer)
+    /// A client acknowledged every inbound seq up to `upTo`: deletes them, sets `deliveredSeq`. → `.done`
+    case markDelivered(session: UInt64, upTo: UInt64)
+    /// Marks the session failed with the server's code; its queues are kept. → `.done`
+    case failSession(UInt64, code: UInt16?)
+    /// Ends the session for good: purges both queues, state closed, id stays reserved. → `.done`
+    case closeSession(UInt64)
+    /// Deletes every outbound message whose expiry is at or before `nowMS`. → `.expired`
+    case expireOutbound(nowMS: Int64)
+    /// Sets (or with nil removes) a metadata value. → `.done`
+    case setMetadata(key: String, value: String?)
+    /// Reads a metadata value. → `.metadata`
+    case metadata(key: String)
+    /// Reads one session's row. → `.sessionRecord`
+    case session(UInt64)
+    /// Reads up to `limit` outbound messages after `after`, in seq order (resend after OPEN_OK). → `.outbound`
+    case outbound(session: UInt64, after: UInt64, limit: Int)
+    /// Reads up to `limit` inbound messages after `after`, in seq order (redelivery after attach). → `.inbound`
+    case inbound(session: UInt64, after: UInt64, limit: Int)
+    /// Reads everything: every session with its queues, and the metadata. → `.snapshot`
+    case load
+
+    /// Whether applying this can make the database file bigger. When the store is
+    /// full, operations that cannot are retried alone, so acknowledgements and
+    /// closes still free space while appends are refused.
+    var mayGrowDatabase: Bool {
+        switch self {
+        case .createSession, .appendOutbound, .appendInbound, .setMetadata: true
+        case .allocateSessionID, .markAcked, .markDelivered, .failSession, .closeSession, .expireOutbound,
+             .metadata, .session, .outbound, .inbound, .load: false
+        }
+    }
+}
+
+/// What one `StoreOperation` produced, in the same position as its operation.
+public enum StoreResult: Sendable, Hashable {
+    case done
+    case sessionID(UInt64)
+    case session(SessionRecord)
+    case sessionRecord(SessionRecord?)
+    case expired([ExpiredMessage])
+    case metadata(String?)
+    case outbound([OutboundMessage])
+    case inbound([InboundMessage])
+    case snapshot(StoreSnapshot)
+}

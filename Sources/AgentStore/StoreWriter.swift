@@ -1,0 +1,157 @@
+import CSQLite
+import NIOConcurrencyHelpers
+import SQLiteDatabase
+
+/// The one connection that writes, and the rules of a group commit.
+///
+/// A batch is every submission the queue collected while the previous commit
+/// ran. It is applied in ONE transaction (`BEGIN IMMEDIATE … COMMIT`), each
+/// submission inside its own savepoint:
+///
+/// - a submission that breaks a rule (duplicate seq, unknown session, …) is
+///   rolled back to its savepoint and fails alone; the rest of the batch commits;
+/// - a SQLite failure (full, I/O, …) rolls back the whole transaction and fails
+///   every submission of the batch with the same `StoreError`, so the file is
+///   exactly as before the batch;
+/// - after `StoreError.full`, the submissions that cannot grow the file
+///   (acknowledgements, closes, expiry, reads) are retried at once in a
+///   transaction of their own: they free space, and refusing them too would
+///   leave a full store stuck full.
+///
+/// Only the writer thread touches an instance (the queue's `draining` flag
+/// hands it from one drain to the next under a lock), hence `@unchecked Sendable`.
+final class StoreWriter: @unchecked Sendable {
+    private let database: SQLiteDatabase
+    private let applier: OperationApplier
+    private let statistics: NIOLockedValueBox<StoreStatistics>
+
+    private let begin: SQLiteStatement
+    private let commit: SQLiteStatement
+    private let savepoint: SQLiteStatement
+    private let releaseSavepoint: SQLiteStatement
+    private let rollbackToSavepoint: SQLiteStatement
+
+    /// Opens the database, brings its schema up to date and applies the size limit.
+    init(configuration: StoreConfiguration, statistics: NIOLockedValueBox<StoreStatistics>) throws {
+        do {
+            database = try SQLiteDatabase(path: configuration.path, walMode: true, busyTimeoutMS: 5000,
+                                          synchronous: configuration.durability.synchronous)
+            try StoreSchema.migrate(database)
+            if let maximumSizeBytes = configuration.maximumSizeBytes {
+                try database.setMaxPageCount(max(1, maximumSizeBytes / (try database.pageSize)))
+            }
+            applier = try OperationApplier(database: database)
+            begin = try database.prepare("BEGIN IMMEDIATE")
+            commit = try database.prepare("COMMIT")
+            savepoint = try database.prepare("SAVEPOINT submission")
+            releaseSavepoint = try database.prepare("RELEASE submission")
+            rollbackToSavepoint = try database.prepare("ROLLBACK TO submission")
+        } catch let error as SQLiteError {
+            throw StoreError(error)
+        }
+        self.statistics = statistics
+    }
+
+    /// Applies `batch` (one entry per submission) in as few transactions as the
+    /// rules above allow, and returns one outcome per submission, in order.
+    func apply(_ batch: [[StoreOperation]]) -> [Result<[StoreResult], StoreError>] {
+        let everything = Array(batch.indices)
+        do {
+            return try transaction(batch, everything)
+        } catch .full(let message) {
+            var outcomes = [Result<[StoreResult], StoreError>](repeating: .failure(.full(message)), count: batch.count)
+            let shrinking = everything.filter { !batch[$0].contains(where: \.mayGrowDatabase) }
+            statistics.withLockedValue { $0.fullRejections += batch.count - shrinking.count }
+            guard !shrinking.isEmpty else { return outcomes }
+            do {
+                let retried = try transaction(batch, shrinking)
+                for (index, outcome) in zip(shrinking, retried) { outcomes[index] = outcome }
+            } catch {
+                for index in shrinking { outcomes[index] = .failure(error) }
+            }
+            return outcomes
+        } catch {
+            return Array(repeating: .failure(error), count: batch.count)
+        }
+    }
+
+    /// One transaction over the submissions at `indices`; throws when SQLite fails
+    /// the transaction itself, after rolling it back.
+    private func transaction(_ batch: [[StoreOperation]], _ indices: [Int]) throws(StoreError) -> [Result<[StoreResult], StoreError>] {
+        var outcomes: [Result<[StoreResult], StoreError>] = []
+        outcomes.reserveCapacity(indices.count)
+        var operationCount = 0
+        do {
+            try step(begin)
+            for index in indices {
+                outcomes.append(try applySubmission(batch[index]))
+                operationCount += batch[index].count
+            }
+            try step(commit)
+        } catch {
+            // SQLite may already have rolled back (it does on some I/O and full errors).
+            if database.isInTransaction { try? database.execute("ROLLBACK") }
+            statistics.withLockedValue { $0.failedCommits += 1 }
+            throw error
+        }
+        statistics.withLockedValue {
+            $0.commits += 1
+            $0.operations += operationCount
+            $0.submissions += indices.count
+            $0.largestBatch = max($0.largestBatch, operationCount)
+        }
+        return outcomes
+    }
+
+    /// One submission inside its savepoint: its outcome when it succeeded or broke
+    /// a rule; throws only for failures that doom the whole transaction.
+    private func applySubmission(_ operations: [StoreOperation]) throws(StoreError) -> Result<[StoreResult], StoreError> {
+        try step(savepoint)
+        do {
+            var results: [StoreResult] = []
+            results.reserveCapacity(operations.count)
+            for operation in operations {
+                results.append(try applier.apply(operation))
+            }
+            try step(releaseSavepoint)
+            return .success(results)
+        } catch let error as StoreError where !error.isBatchFailure {
+            try undoSubmission()
+            return .failure(error)
+        } catch let error as SQLiteError where error.primaryCode == SQLITE_CONSTRAINT {
+            // The counter checks should make this impossible; if it happens anyway,
+            // it is this submission's data, not the database, that is wrong.
+            try undoSubmission()
+            return .failure(.database(error.description))
+        } catch let error as StoreError {
+            throw error
+        } catch let error as SQLiteError {
+            throw StoreError(error)
+        } catch {
+            throw StoreError.database("\(error)")
+        }
+    }
+
+    private func undoSubmission() throws(StoreError) {
+        try step(rollbackToSavepoint)
+        try step(releaseSavepoint)
+    }
+
+    private func step(_ statement: SQLiteStatement) throws(StoreError) {
+        defer { statement.reset() }
+        do {
+            try statement.step()
+        } catch {
+            throw StoreError(error)
+        }
+    }
+
+    /// `PRAGMA integrity_check` on the writer's connection (for tests and `imagent` diagnostics).
+    func integrityCheck() throws(StoreError) -> [String] {
+        do {
+            return try database.integrityCheck()
+        } catch {
+            throw StoreError(error)
+        }
+    }
+}

@@ -1,0 +1,55 @@
+import CSQLite
+
+/// Typed access to the few PRAGMAs the stores need, so callers never build
+/// PRAGMA strings by hand (PRAGMA arguments cannot be bound as parameters).
+extension SQLiteDatabase {
+    /// `PRAGMA user_version`: a 32-bit integer in the database header that SQLite
+    /// never touches itself; schema migrations keep their version number here.
+    public var userVersion: Int32 {
+        get throws(SQLiteError) { Int32(truncatingIfNeeded: try queryInteger("PRAGMA user_version") ?? 0) }
+    }
+
+    /// Sets `PRAGMA user_version`. Inside a transaction the change commits or rolls back with it.
+    public func setUserVersion(_ version: Int32) throws(SQLiteError) {
+        try execute("PRAGMA user_version=\(version)")
+    }
+
+    /// The size of one database page in bytes (`PRAGMA page_size`).
+    public var pageSize: Int {
+        get throws(SQLiteError) { Int(try queryInteger("PRAGMA page_size") ?? 4096) }
+    }
+
+    /// Caps the database file at `pages` pages (`PRAGMA max_page_count`); a write
+    /// that would grow it further fails with `SQLITE_FULL` and its transaction
+    /// can be rolled back cleanly. The setting lasts for this connection only.
+    ///
+    /// - Returns: the limit now in force; SQLite never sets it below the current size.
+    @discardableResult
+    public func setMaxPageCount(_ pages: Int) throws(SQLiteError) -> Int {
+        Int(try queryInteger("PRAGMA max_page_count=\(pages)") ?? Int64(pages))
+    }
+
+    /// Pages in the database file now (`PRAGMA page_count`).
+    public var pageCount: Int {
+        get throws(SQLiteError) { Int(try queryInteger("PRAGMA page_count") ?? 0) }
+    }
+
+    /// Pages in the file that hold no data (`PRAGMA freelist_count`); new rows reuse them
+    /// before the file grows.
+    public var freePageCount: Int {
+        get throws(SQLiteError) { Int(try queryInteger("PRAGMA freelist_count") ?? 0) }
+    }
+
+    /// `PRAGMA integrity_check`: `["ok"]` for a sound database, otherwise one line per problem found.
+    public func integrityCheck() throws(SQLiteError) -> [String] {
+        let statement = try prepare("PRAGMA integrity_check")
+        var lines: [String] = []
+        while try statement.step() {
+            lines.append(statement.text(at: 0) ?? "")
+        }
+        return lines
+    }
+
+    /// True while a transaction is open on this connection (SQLite is not in autocommit mode).
+    public var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
+}

@@ -1,0 +1,89 @@
+// agentstore-crash-writer DATABASE process|power
+//
+// The child process of AgentStoreTests' crash test. It appends to one session
+// of the store at DATABASE as fast as group commit allows — each submission
+// an outbound and an inbound message with the same seq, atomically — and
+// writes "<seq>\n" to stdout (one write(2), no buffering) the moment the
+// commit holding that seq has completed. It never stops by itself: the test
+// kills it with SIGKILL at a random moment and then checks that every seq
+// printed is in the database, intact. Started again on the same database it
+// resumes after the highest seq stored.
+//
+// Payload of seq s (the test recomputes it): 64 bytes, s as 8 bytes little
+// endian, then byte i (8 ≤ i < 64) = (s + i) mod 256.
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import AgentStore
+import NIOCore
+import NIOPosix
+
+func fail(_ message: String) -> Never {
+    let line = "agentstore-crash-writer: \(message)\n"
+    _ = line.utf8CString.withUnsafeBufferPointer { write(2, $0.baseAddress, $0.count - 1) }
+    exit(2)
+}
+
+func payload(_ seq: UInt64) -> ByteBuffer {
+    var buffer = ByteBuffer()
+    buffer.writeInteger(seq, endianness: .little)
+    for index in 8..<64 { buffer.writeInteger(UInt8(truncatingIfNeeded: seq &+ UInt64(index))) }
+    return buffer
+}
+
+let arguments = CommandLine.arguments
+guard arguments.count == 3, let durability = Durability(rawValue: arguments[2]) else {
+    fail("usage: agentstore-crash-writer DATABASE process|power")
+}
+
+let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+let loop = group.next()
+let store: AgentStore
+let session: UInt64
+let first: UInt64
+do {
+    store = try AgentStore.open(StoreConfiguration(path: arguments[1], durability: durability), on: loop).wait()
+    if let text = try store.metadata(forKey: "crash-writer-session", on: loop).wait(), let id = UInt64(text) {
+        guard let record = try store.session(id, on: loop).wait() else { fail("session \(id) vanished") }
+        session = id
+        first = record.sentSeq + 1
+    } else {
+        let id = try store.allocateSessionID(on: loop).wait()
+        _ = try store.perform([
+            .createSession(id: id, service: "crash", ownerUID: 0, priority: 1, durable: true, createdAtMS: 0),
+            .setMetadata(key: "crash-writer-session", value: String(id)),
+        ], on: loop).wait()
+        session = id
+        first = 1
+    }
+} catch {
+    fail("\(error)")
+}
+
+/// Keeps `window` submissions in flight, so every commit has company to batch with.
+let window = 64
+/// The next seq to assign; like the daemon, the writer assigns seqs on its loop.
+let next = NIOLoopBoundBox.makeBoxSendingValue(first, eventLoop: loop)
+@Sendable func submitNext() {
+    let seq = next.value
+    next.value += 1
+    store.perform([.appendOutbound(session: session, seq: seq, payload: payload(seq), expiresAtMS: nil),
+                   .appendInbound(session: session, seq: seq, payload: payload(seq))], on: loop)
+        .whenComplete { result in
+            switch result {
+            case .success:
+                let line = "\(seq)\n"
+                _ = line.utf8CString.withUnsafeBufferPointer { write(1, $0.baseAddress, $0.count - 1) }
+                submitNext()
+            case .failure(let error):
+                fail("seq \(seq): \(error)")
+            }
+        }
+}
+loop.execute {
+    for _ in 0..<window { submitNext() }
+}
+while true { pause() }

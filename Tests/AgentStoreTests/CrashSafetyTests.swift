@@ -1,0 +1,95 @@
+import AgentStore
+import Foundation
+import NIOCore
+import SQLiteDatabase
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `kill -9` of a process in the middle of group commits loses nothing it was told was committed.
+@Suite("Crash safety", .serialized)
+struct CrashSafetyTests {
+    /// The child sits in the build products directory, next to the test executable.
+    static let writerBinary: String = {
+        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        var directory = executable.deletingLastPathComponent()
+        while !FileManager.default.isExecutableFile(atPath: directory.appendingPathComponent("agentstore-crash-writer").path),
+              directory.pathComponents.count > 1 {
+            directory.deleteLastPathComponent()
+        }
+        return directory.appendingPathComponent("agentstore-crash-writer").path
+    }()
+
+    /// What the child writes for seq `seq` (see Sources/agentstore-crash-writer/main.swift).
+    static func expectedPayload(_ seq: UInt64) -> ByteBuffer {
+        var buffer = ByteBuffer()
+        buffer.writeInteger(seq, endianness: .little)
+        for index in 8..<64 { buffer.writeInteger(UInt8(truncatingIfNeeded: seq &+ UInt64(index))) }
+        return buffer
+    }
+
+    /// Runs the writer on `database`, kills it with SIGKILL after a random delay once it
+    /// has reported progress, and returns every seq it reported committed.
+    func runAndKill(database: String, durability: Durability, directory: String, round: Int) async throws -> [UInt64] {
+        let outPath = directory + "/writer-\(durability)-\(round).out"
+        #expect(FileManager.default.createFile(atPath: outPath, contents: nil))
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.writerBinary)
+        process.arguments = [database, durability.rawValue]
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
+        process.standardError = FileHandle.standardError
+        try process.run()
+
+        // Wait until it is committing, then let it run a random while more.
+        let started = ContinuousClock.now
+        while (try? FileManager.default.attributesOfItem(atPath: outPath)[.size] as? Int) ?? 0 == 0 {
+            guard process.isRunning, ContinuousClock.now - started < .seconds(20) else {
+                process.terminate()
+                Issue.record("the writer reported nothing within 20 s (running: \(process.isRunning))")
+                return []
+            }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        try await Task.sleep(for: .milliseconds(Int.random(in: 20...600)))
+        #expect(process.isRunning, "the writer stopped by itself")
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        #expect(process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGKILL)
+
+        let text = try String(contentsOfFile: outPath, encoding: .utf8)
+        // Each line is one write(2); a line cut by the kill has no newline and is ignored.
+        let complete = text.hasSuffix("\n") ? Substring(text) : text[..<(text.lastIndex(of: "\n") ?? text.startIndex)]
+        return complete.split(separator: "\n").compactMap { UInt64($0) }
+    }
+
+    @Test(arguments: Durability.allCases)
+    func everySeqReportedCommitted_survivesKill9(durability: Durability) async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        var reportedTotal = 0
+        for round in 1...3 {
+            let reported = try await runAndKill(database: directory.databasePath, durability: durability,
+                                                directory: directory.path, round: round)
+            #expect(!reported.isEmpty, "round \(round): nothing reported")
+            reportedTotal += reported.count
+
+            let snapshot = try await reopen(directory.databasePath, durability: durability) { try await $0.load(on: testLoop).get() }
+            #expect(try SQLiteDatabase(path: directory.databasePath).integrityCheck() == ["ok"])
+            let session = try #require(snapshot.sessions.first, "round \(round): no session")
+            let highest = session.record.sentSeq
+            // Everything reported is there; more may be (committed, killed before it printed).
+            #expect(reported.max() ?? 0 <= highest, "round \(round): reported up to \(reported.max() ?? 0) but only \(highest) stored")
+            // Each submission held an outbound and an inbound message: both or neither survived.
+            #expect(session.record.receivedSeq == highest)
+            #expect(session.outbox.map(\.seq) == Array(stride(from: 1, through: highest, by: 1)))
+            #expect(session.inbox.map(\.seq) == Array(stride(from: 1, through: highest, by: 1)))
+            let damaged = session.outbox.filter { $0.payload != Self.expectedPayload($0.seq) }.map(\.seq)
+                + session.inbox.filter { $0.payload != Self.expectedPayload($0.seq) }.map(\.seq)
+            #expect(damaged.isEmpty, "round \(round): payloads differ for seqs \(damaged.prefix(10))")
+            print("crash (\(durability)) round \(round): killed after \(reported.count) reported commits; reopened with seqs 1...\(highest) intact")
+        }
+        #expect(reportedTotal > 0)
+    }
+}

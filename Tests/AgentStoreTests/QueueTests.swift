@@ -1,0 +1,134 @@
+import AgentStore
+import NIOCore
+import Testing
+
+@Suite("Outbox and inbox")
+struct QueueTests {
+    @Test func markAcked_deletesExactlyTheAcknowledgedOutboundRows() async throws {
+        try await withStore { store, _ in
+            let session = try await store.newSession()
+            let other = try await store.newSession()
+            for seq in 1...10 as ClosedRange<UInt64> {
+                try await store.appendOutbound(session: session.id, seq: seq, payload: bytes("\(seq)"), on: testLoop).get()
+                try await store.appendOutbound(session: other.id, seq: seq, payload: bytes("\(seq)"), on: testLoop).get()
+            }
+            try await store.markAcked(session: session.id, upTo: 4, on: testLoop).get()
+            #expect(try await store.outbound(session: session.id, after: 0, limit: 100, on: testLoop).get().map(\.seq) == Array(5...10))
+            #expect(try await store.outbound(session: other.id, after: 0, limit: 100, on: testLoop).get().count == 10)
+            // An old or repeated ACK changes nothing.
+            try await store.markAcked(session: session.id, upTo: 3, on: testLoop).get()
+            try await store.markAcked(session: session.id, upTo: 4, on: testLoop).get()
+            let record = try #require(try await store.session(session.id, on: testLoop).get())
+            #expect(record.ackedSeq == 4 && record.sentSeq == 10)
+            // Paging from where the server said it stands.
+            #expect(try await store.outbound(session: session.id, after: 6, limit: 2, on: testLoop).get().map(\.seq) == [7, 8])
+            // An ACK beyond what was ever stored is a bug upstream.
+            await #expect(throws: StoreError.ackBeyondStored(session: session.id, seq: 11, highest: 10, direction: .outbound)) {
+                try await store.markAcked(session: session.id, upTo: 11, on: testLoop).get()
+            }
+        }
+    }
+
+    @Test func markDelivered_deletesExactlyTheAcknowledgedInboundRows() async throws {
+        try await withStore { store, _ in
+            let session = try await store.newSession()
+            for seq in 1...6 as ClosedRange<UInt64> {
+                try await store.appendInbound(session: session.id, seq: seq, payload: bytes("m\(seq)"), on: testLoop).get()
+            }
+            try await store.markDelivered(session: session.id, upTo: 2, on: testLoop).get()
+            let rest = try await store.inbound(session: session.id, after: 2, limit: 100, on: testLoop).get()
+            #expect(rest == (3...6).map { InboundMessage(seq: $0, payload: bytes("m\($0)")) })
+            #expect(try await store.inbound(session: session.id, after: 0, limit: 100, on: testLoop).get().first?.seq == 3)
+            let record = try #require(try await store.session(session.id, on: testLoop).get())
+            #expect(record.receivedSeq == 6 && record.deliveredSeq == 2)
+            await #expect(throws: StoreError.ackBeyondStored(session: session.id, seq: 7, highest: 6, direction: .inbound)) {
+                try await store.markDelivered(session: session.id, upTo: 7, on: testLoop).get()
+            }
+        }
+    }
+
+    @Test func duplicateAndGappedSeqs_areRefused_withTheNumbers() async throws {
+        try await withStore { store, _ in
+            let session = try await store.newSession()
+            try await store.appendOutbound(session: session.id, seq: 1, payload: bytes("a"), on: testLoop).get()
+            try await store.appendOutbound(session: session.id, seq: 2, payload: bytes("b"), on: testLoop).get()
+            try await store.markAcked(session: session.id, upTo: 2, on: testLoop).get()
+            // Seq 1 is no longer in the outbox, but it was assigned: still a duplicate.
+            await #expect(throws: StoreError.duplicateSeq(session: session.id, seq: 1, highest: 2, direction: .outbound)) {
+                try await store.appendOutbound(session: session.id, seq: 1, payload: bytes("again"), on: testLoop).get()
+            }
+            await #expect(throws: StoreError.seqGap(session: session.id, seq: 4, highest: 2, direction: .outbound)) {
+                try await store.appendOutbound(session: session.id, seq: 4, payload: bytes("gap"), on: testLoop).get()
+            }
+            try await store.appendInbound(session: session.id, seq: 1, payload: bytes("x"), on: testLoop).get()
+            await #expect(throws: StoreError.duplicateSeq(session: session.id, seq: 1, highest: 1, direction: .inbound)) {
+                try await store.appendInbound(session: session.id, seq: 1, payload: bytes("x"), on: testLoop).get()
+            }
+            await #expect(throws: StoreError.unknownSession(77)) {
+                try await store.appendInbound(session: 77, seq: 1, payload: bytes("x"), on: testLoop).get()
+            }
+            let record = try #require(try await store.session(session.id, on: testLoop).get())
+            #expect(record.sentSeq == 2 && record.receivedSeq == 1)
+        }
+    }
+
+    @Test func aSubmission_isAllOrNothing_andItsFailureSparesTheRestOfTheBatch() async throws {
+        try await withStore { store, _ in
+            let session = try await store.newSession()
+            // Submitted together, so they share one transaction.
+            let good = store.perform([.appendOutbound(session: session.id, seq: 1, payload: bytes("1"), expiresAtMS: nil),
+                                      .appendInbound(session: session.id, seq: 1, payload: bytes("1"))], on: testLoop)
+            let bad = store.perform([.appendOutbound(session: session.id, seq: 2, payload: bytes("2"), expiresAtMS: nil),
+                                     .appendInbound(session: session.id, seq: 5, payload: bytes("gap"))], on: testLoop)
+            let after = store.perform([.appendOutbound(session: session.id, seq: 2, payload: bytes("2"), expiresAtMS: nil)],
+                                      on: testLoop)
+            #expect(try await good.get() == [.done, .done])
+            await #expect(throws: StoreError.seqGap(session: session.id, seq: 5, highest: 1, direction: .inbound)) {
+                try await bad.get()
+            }
+            // The bad submission's first operation was rolled back with it, so seq 2 is free.
+            #expect(try await after.get() == [.done])
+            let record = try #require(try await store.session(session.id, on: testLoop).get())
+            #expect(record.sentSeq == 2 && record.receivedSeq == 1)
+            #expect(try await store.outbound(session: session.id, after: 0, limit: 10, on: testLoop).get().map(\.payload)
+                == [bytes("1"), bytes("2")])
+        }
+    }
+
+    @Test func expireOutbound_removesOnlyDueMessages_andReportsThemInOrder() async throws {
+        try await withStore { store, _ in
+            let a = try await store.newSession()
+            let b = try await store.newSession()
+            let (low, high) = a.id < b.id ? (a, b) : (b, a)
+            for seq in 1...4 as ClosedRange<UInt64> {
+                // Expiries 1000, 2000, 3000 and never.
+                try await store.appendOutbound(session: high.id, seq: seq, payload: bytes("h"),
+                                               expiresAtMS: seq == 4 ? nil : Int64(seq) * 1000, on: testLoop).get()
+                try await store.appendOutbound(session: low.id, seq: seq, payload: bytes("l"),
+                                               expiresAtMS: seq == 4 ? nil : Int64(seq) * 1000, on: testLoop).get()
+            }
+            #expect(try await store.expireOutbound(nowMS: 999, on: testLoop).get() == [])
+            #expect(try await store.expireOutbound(nowMS: 2000, on: testLoop).get() == [
+                ExpiredMessage(session: low.id, seq: 1), ExpiredMessage(session: low.id, seq: 2),
+                ExpiredMessage(session: high.id, seq: 1), ExpiredMessage(session: high.id, seq: 2),
+            ])
+            #expect(try await store.expireOutbound(nowMS: 2000, on: testLoop).get() == [])
+            #expect(try await store.expireOutbound(nowMS: Int64.max, on: testLoop).get().map(\.seq) == [3, 3])
+            #expect(try await store.outbound(session: low.id, after: 0, limit: 10, on: testLoop).get().map(\.seq) == [4])
+            // Expiry does not move the counters: seq 4 is still the last assigned, 0 the last acked.
+            let record = try #require(try await store.session(low.id, on: testLoop).get())
+            #expect(record.sentSeq == 4 && record.ackedSeq == 0)
+        }
+    }
+
+    @Test func emptyAndLargePayloads_roundTrip() async throws {
+        try await withStore { store, _ in
+            let session = try await store.newSession()
+            let large = payloadOf(size: 256 * 1024, seq: 9)
+            try await store.appendOutbound(session: session.id, seq: 1, payload: ByteBuffer(), on: testLoop).get()
+            try await store.appendOutbound(session: session.id, seq: 2, payload: large, on: testLoop).get()
+            let stored = try await store.outbound(session: session.id, after: 0, limit: 10, on: testLoop).get()
+            #expect(stored.map(\.payload) == [ByteBuffer(), large])
+        }
+    }
+}

@@ -1,0 +1,82 @@
+import AgentStore
+import Foundation
+import NIOCore
+import NIOPosix
+import SQLiteDatabase
+import Testing
+
+/// A temporary directory for one test's database, removed afterwards.
+struct TemporaryDirectory {
+    let path: String
+
+    init() throws {
+        path = "/tmp/agentstore-" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+
+    var databasePath: String { path + "/store.sqlite" }
+
+    func remove() {
+        try? FileManager.default.removeItem(atPath: path)
+    }
+}
+
+/// The event loop the daemon would pass: one loop, shared by every test.
+let testLoop: EventLoop = MultiThreadedEventLoopGroup.singleton.next()
+
+/// Opens a store in a fresh temporary directory, runs `body`, closes the store and removes the files.
+func withStore<T>(durability: Durability = .process, maximumSizeBytes: Int? = nil,
+                  _ body: (AgentStore, TemporaryDirectory) async throws -> T) async throws -> T {
+    let directory = try TemporaryDirectory()
+    defer { directory.remove() }
+    let store = try await AgentStore.open(
+        StoreConfiguration(path: directory.databasePath, durability: durability, maximumSizeBytes: maximumSizeBytes),
+        on: testLoop).get()
+    do {
+        let result = try await body(store, directory)
+        try await store.close(on: testLoop).get()
+        return result
+    } catch {
+        try? await store.close(on: testLoop).get()
+        throw error
+    }
+}
+
+/// Opens the store at `path` again (as a restarted daemon would), runs `body`, closes it.
+func reopen<T>(_ path: String, durability: Durability = .process,
+               _ body: (AgentStore) async throws -> T) async throws -> T {
+    let store = try await AgentStore.open(StoreConfiguration(path: path, durability: durability), on: testLoop).get()
+    do {
+        let result = try await body(store)
+        try await store.close(on: testLoop).get()
+        return result
+    } catch {
+        try? await store.close(on: testLoop).get()
+        throw error
+    }
+}
+
+func bytes(_ text: String) -> ByteBuffer { ByteBuffer(string: text) }
+
+func payloadOf(size: Int, seq: UInt64) -> ByteBuffer {
+    var buffer = ByteBuffer()
+    buffer.reserveCapacity(size)
+    for index in 0..<size { buffer.writeInteger(UInt8(truncatingIfNeeded: seq &+ UInt64(index))) }
+    return buffer
+}
+
+extension AgentStore {
+    /// A session with defaults, for tests that need just "a session".
+    func newSession(service: String = "echo", owner: UInt32 = 1000) async throws -> SessionRecord {
+        try await createSession(service: service, ownerUID: owner, createdAtMS: 1_700_000_000_000, on: testLoop).get()
+    }
+}
+
+/// Submits every operation as its own submission at once, and waits for all of them.
+func submitAll(_ store: AgentStore, _ operations: [StoreOperation]) async throws {
+    let futures = operations.map { store.perform([$0], on: testLoop) }
+    for future in futures { _ = try await future.get() }
+}
+
+/// Nanoseconds on the monotonic clock.
+func monotonicNanoseconds() -> UInt64 { DispatchTime.now().uptimeNanoseconds }

@@ -125,7 +125,12 @@ let package = Package(
         // Measurements and fuzzers.
         .executableTarget(
             name: "imagent-bench",
-            dependencies: ["IMLink", "AgentIPC", .product(name: "NIOCore", package: "swift-nio")]
+            dependencies: [
+                "IMLink", "AgentIPC", "RefServer",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .target(name: "FuzzReplay", path: "fuzz/replay"),
         .executableTarget(

@@ -56,6 +56,18 @@ struct RealDaemonTests {
             #expect(events.stdout.contains("\"event\":\"link\""))
             #expect(try await daemon.imagent(["connect"]).status == 0)
             _ = try await daemon.waitForLink("connected")
+
+            let reconnect = try await daemon.imagent(["reconnect", "--json"])
+            #expect(reconnect.status == 0, "\(reconnect.stderr)")
+            let status = try await daemon.waitForLink("connected")
+            #expect((status["link"] as? [String: Any])?["reconnects"] as? Int == 2)
+
+            #expect(try await daemon.imagent(["reload"]).status == 0)
+            try "[server]\nendpoints = [\"broken\"]\n".write(toFile: daemon.configPath, atomically: true, encoding: .utf8)
+            let refused = try await daemon.imagent(["reload"])
+            #expect(refused.status == 4)
+            #expect(refused.stderr.contains("server.endpoints: \"broken\" is not host:port"), "\(refused.stderr)")
+            #expect(try await daemon.imagent(["ping", "--json"]).stdout.contains("\"seq\""))
         }
     }
 

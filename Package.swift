@@ -94,7 +94,7 @@ let package = Package(
         .executableTarget(
             name: "imagentd",
             dependencies: [
-                "IMLink", "AgentIPC", "RefServer", "ConfigFile", "JSONText", "CSQLite", "CSystemd",
+                "IMLink", "AgentIPC", "AgentStore", "RefServer", "ConfigFile", "JSONText", "CSystemd",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -107,7 +107,7 @@ let package = Package(
         .executableTarget(
             name: "imagent-cli",
             dependencies: [
-                "AgentIPC",
+                "AgentIPC", "JSONText",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -125,7 +125,12 @@ let package = Package(
         // Measurements and fuzzers.
         .executableTarget(
             name: "imagent-bench",
-            dependencies: ["IMLink", "AgentIPC", .product(name: "NIOCore", package: "swift-nio")]
+            dependencies: [
+                "IMLink", "AgentIPC", "RefServer",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .target(name: "FuzzReplay", path: "fuzz/replay"),
         .executableTarget(
@@ -186,10 +191,11 @@ let package = Package(
         .testTarget(
             name: "imagentCLITests",
             dependencies: [
-                "AgentIPC", "imagent-cli",
+                "AgentIPC", "imagent-cli", "imagentd", "RefServer",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
     ]

@@ -1,83 +1,51 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import IMLink
-import NIOCore
 
-// Codec micro-benchmarks: numbers to paste into BENCHMARKS.md.
+// Numbers to paste into BENCHMARKS.md.
 //   imagent-bench codec [--seconds S]
-// Each figure is the best of five runs of about S/5 seconds, in one process.
+//   imagent-bench daemon [--messages N] [--requests R] [--sizes 64,1024,65536]
+//                        [--durability process,power] [--window W] [--sessions S] [--time-limit SECONDS]
+
+let usage = """
+    usage: imagent-bench codec [--seconds S]
+           imagent-bench daemon [--messages N] [--requests R] [--sizes 64,1024,65536]
+                                [--durability process,power] [--window W] [--sessions S] [--time-limit SECONDS]
+    """
 
 let arguments = Array(CommandLine.arguments.dropFirst())
-let seconds = arguments.firstIndex(of: "--seconds").flatMap { Double(arguments[$0 + 1]) } ?? 2.5
-guard arguments.first == "codec" else {
-    print("usage: imagent-bench codec [--seconds S]")
+
+/// The value after `--name`, if given.
+func option(_ name: String) -> String? {
+    arguments.firstIndex(of: name).flatMap { $0 + 1 < arguments.count ? arguments[$0 + 1] : nil }
+}
+
+func integers(_ text: String) -> [Int]? {
+    let values = text.split(separator: ",").map { Int($0) }
+    return values.contains(nil) || values.isEmpty ? nil : values.compactMap { $0 }
+}
+
+switch arguments.first {
+case "codec":
+    runCodec(seconds: option("--seconds").flatMap(Double.init) ?? 2.5)
+case "daemon":
+    var options = DaemonBenchOptions()
+    if let value = option("--messages") { options.messages = Int(value) ?? 0 }
+    if let value = option("--requests") { options.requests = Int(value) ?? 0 }
+    if let value = option("--window") { options.window = Int(value) ?? 0 }
+    if let value = option("--sessions") { options.sessions = Int(value) ?? -1 }
+    if let value = option("--time-limit") { options.timeLimitSeconds = Int(value) ?? 0 }
+    if let value = option("--sizes") { options.sizes = integers(value) ?? [] }
+    if let value = option("--durability") { options.durabilities = value.split(separator: ",").map(String.init) }
+    guard options.messages > 0, options.requests > 0, options.window > 0, options.sessions >= 0,
+          options.timeLimitSeconds > 0, !options.sizes.isEmpty, options.sizes.allSatisfy({ $0 > 0 }),
+          !options.durabilities.isEmpty, options.durabilities.allSatisfy({ $0 == "process" || $0 == "power" })
+    else {
+        print(usage)
+        exit(2)
+    }
+    exit(await runDaemonBench(options))
+default:
+    print(usage)
     exit(2)
-}
-
-/// Runs `body` (which does `unit` units of work per call) for about `budget`
-/// seconds, five times, and returns the best rate in units per second.
-func bestRate(units unit: Int, budget: Double, _ body: () -> Void) -> Double {
-    let clock = ContinuousClock()
-    var best = 0.0
-    for _ in 0..<5 {
-        var done = 0
-        let start = clock.now
-        var elapsed = Duration.zero
-        repeat {
-            body()
-            done += unit
-            elapsed = clock.now - start
-        } while elapsed < .milliseconds(Int64(budget * 1000 / 5))
-        let rate = Double(done) / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
-        best = max(best, rate)
-    }
-    return best
-}
-
-func pad(_ text: String, _ width: Int) -> String {
-    text.count >= width ? text : text + String(repeating: " ", count: width - text.count)
-}
-
-func format(_ value: Double, decimals: Int = 0) -> String {
-    var scaled = value
-    for _ in 0..<decimals { scaled *= 10 }
-    let rounded = Int(scaled.rounded())
-    if decimals == 0 { return String(rounded) }
-    var divisor = 1
-    for _ in 0..<decimals { divisor *= 10 }
-    let fraction = String(rounded % divisor)
-    return "\(rounded / divisor).\(String(repeating: "0", count: decimals - fraction.count))\(fraction)"
-}
-
-print("CRC-32C (\(CRC32C.isHardwareAccelerated ? "SSE4.2 crc32, three streams" : "slicing-by-8"))")
-for size in [64, 1024, 65_536, 1 << 20] {
-    let bytes = [UInt8](repeating: 0xA5, count: size)
-    var sink: UInt32 = 0
-    let rate = bestRate(units: size, budget: seconds) { sink &+= CRC32C.checksum(bytes) }
-    precondition(sink != 1)
-    print("  \(pad(String(size) + " B", 10)) \(format(rate / 1e6)) MB/s")
-}
-
-print("IMLink DATA frames (header + CRC + payload)")
-print("  \(pad("payload", 10)) \(pad("encode frames/s", 18)) \(pad("decode frames/s", 18)) decode MB/s")
-for size in [64, 1024, 65_536] {
-    let frame = Frame.data(DataFrame(session: 42, seq: 1, body: ByteBuffer(repeating: 0x5A, count: size)))
-    let batch = max(1, (1 << 20) / (size + 32))
-    var out = ByteBuffer()
-    out.reserveCapacity(batch * (size + 32))
-    let encodeRate = bestRate(units: batch, budget: seconds) {
-        out.clear()
-        for _ in 0..<batch { frame.encode(into: &out) }
-    }
-    let stream = out
-    let decodeRate = bestRate(units: batch, budget: seconds) {
-        var input = stream
-        var count = 0
-        while let decoded = try! FrameParser.parse(&input, maxBody: FrameHeader.defaultMaxBody) {
-            if case .data = decoded { count += 1 }
-        }
-        precondition(count == batch)
-    }
-    print("  \(pad(String(size) + " B", 10)) \(pad(format(encodeRate), 18)) \(pad(format(decodeRate), 18)) \(format(decodeRate * Double(size + 32) / 1e6))")
 }

@@ -1,3 +1,4 @@
+import JSONText
 /// Writes a document back out in its member order: compact for `--json`
 /// (one document per line), indented where a person reads it.
 extension JSONValue {
@@ -64,20 +65,6 @@ extension JSONValue {
     }
 
     private static func writeString(_ text: String, into out: inout String) {
-        out += "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case "\u{00}"..."\u{1F}":
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        out += "\""
+        out += JSONWriter.quoted(text)
     }
 }

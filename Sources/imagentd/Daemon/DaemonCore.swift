@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import AgentIPC
+import IMLink
 import JSONText
 import Logging
 import NIOCore
@@ -15,6 +16,7 @@ final class DaemonCore: IPCRequestHandler {
     let loop: EventLoop
     private(set) var configuration: DaemonConfiguration
     let link: LinkEngine
+    let sessions: SessionService
     private let logger: Logger
     private let logLevel: LiveLogLevel
     private let startedAt = WallClock.nowMS()
@@ -22,12 +24,15 @@ final class DaemonCore: IPCRequestHandler {
     private let reloadConfiguration: (() throws -> DaemonConfiguration)?
     private var clients: [UInt64: IPCClientConnection] = [:]
     private var linkStatus: LinkStatus
+    /// The LINK_STATE clients last heard: only a change is sent.
+    private var reportedLinkState: LinkStateValue?
     private var shuttingDown = false
     var onLinkStatus: ((LinkStatus) -> Void)?
 
-    init(configuration: DaemonConfiguration, link: LinkEngine, loop: EventLoop, logger: Logger, logLevel: LiveLogLevel,
-         reloadConfiguration: (() throws -> DaemonConfiguration)?) {
+    init(configuration: DaemonConfiguration, link: LinkEngine, sessions: SessionService, loop: EventLoop, logger: Logger,
+         logLevel: LiveLogLevel, reloadConfiguration: (() throws -> DaemonConfiguration)?) {
         self.configuration = configuration
+        self.sessions = sessions
         self.logLevel = logLevel
         self.link = link
         self.loop = loop
@@ -50,15 +55,20 @@ final class DaemonCore: IPCRequestHandler {
             return (.limitReached, "imagentd already serves \(configuration.limits.maxClients) clients ([limits] max_clients)")
         }
         clients[client.id] = client
+        sessions.clientConnected(client)
         return nil
     }
 
     func clientDisconnected(_ client: IPCClientConnection) {
         clients[client.id] = nil
+        // Its sessions live on, detached, for the next attach.
+        sessions.clientDisconnected(client)
         logger.debug("client disconnected", metadata: ["client": "\(client.label)"])
     }
 
-    func clientCanReceive(_ client: IPCClientConnection) {}
+    func clientCanReceive(_ client: IPCClientConnection) {
+        sessions.clientCanReceive(client)
+    }
 
     /// Closes every client: shutdown has begun.
     func closeAllClients() {
@@ -77,7 +87,7 @@ final class DaemonCore: IPCRequestHandler {
         case .metrics:
             client.reply(to: request, .result(.init(json: metricsJSON())))
         case .sessions:
-            client.reply(to: request, .result(.init(json: #"{"sessions":[]}"#)))
+            client.reply(to: request, .result(.init(json: sessions.sessionsJSON(for: client))))
         case .watch:
             client.watching = true
             client.reply(to: request, .ok(.init()))
@@ -89,7 +99,11 @@ final class DaemonCore: IPCRequestHandler {
             }
             admin(message, request: request, from: client)
         case .open, .close, .detach, .send, .ack:
-            client.fail(request, .internal, "sessions are not available in this build of imagentd yet")
+            guard !shuttingDown else {
+                client.fail(request, .shuttingDown, "imagentd is shutting down")
+                return
+            }
+            sessions.handle(message, request: request, from: client)
         case .hello, .ok, .welcome, .opened, .accepted, .result, .pong, .error, .message, .acked, .expired,
              .sessionState, .linkState, .event:
             // IPCClientHandler lets only requests through, and HELLO only once.
@@ -105,7 +119,7 @@ final class DaemonCore: IPCRequestHandler {
         case .reconnect: link.userReconnect()
         case .reload:
             if let problem = reload() {
-                client.fail(request, .badRequest, problem)
+                client.fail(request, .internal, problem)
                 return
             }
         default:
@@ -140,6 +154,11 @@ final class DaemonCore: IPCRequestHandler {
         // The engine has logged the transition with its reason; here it goes to systemd and WATCH.
         linkStatus = transition.status
         onLinkStatus?(transition.status)
+        let state = transition.status.ipcLinkState
+        if state != reportedLinkState {
+            reportedLinkState = state
+            sessions.linkStateChanged(state)
+        }
         var event = JSONWriter()
         event.beginObject()
         event.field("event", "link")
@@ -176,9 +195,10 @@ final class DaemonCore: IPCRequestHandler {
         json.field("clients", clients.count)
         json.endObject()
         json.beginObject("sessions")
-        json.field("count", 0)
-        json.field("outbox", 0)
-        json.field("inbox", 0)
+        let counts = sessions.counts
+        json.field("count", counts.sessions)
+        json.field("outbox", counts.outbox)
+        json.field("inbox", counts.inbox)
         json.endObject()
         json.endObject()
         return json.text

@@ -3,9 +3,10 @@ import NIOCore
 import NIOPosix
 import UnixSignals
 
-/// Starts the daemon's parts in dependency order, runs until SIGTERM or
-/// SIGINT, and stops them in reverse order: the IPC server stops accepting,
-/// clients are told, the link closes cleanly, and the loop ends.
+/// Starts the daemon's parts in dependency order (store, sessions, link, IPC),
+/// runs until SIGTERM or SIGINT, and stops them in reverse order: the IPC
+/// server stops accepting, clients are told, the link closes cleanly, the
+/// store flushes, and the loop ends.
 enum DaemonRunner {
     static func run(configuration: DaemonConfiguration, reload: (@Sendable () throws -> DaemonConfiguration)?,
                     passedSockets: [Int32], logLevel: LiveLogLevel, logger: Logger) async throws {
@@ -15,10 +16,24 @@ enum DaemonRunner {
         let notifier = SystemdNotifier()
 
         let link = try LinkEngine(configuration: LinkConfiguration(configuration), eventLoop: loop, logger: logger)
-        let core = try await loop.submit {
-            NIOLoopBound(DaemonCore(configuration: configuration, link: link, loop: loop, logger: logger,
-                                    logLevel: logLevel, reloadConfiguration: reload),
-                         eventLoop: loop)
+        let persistence: SQLiteSessionPersistence
+        do {
+            persistence = try await SQLiteSessionPersistence.open(directory: configuration.store.directory,
+                                                                  durability: configuration.store.durability, on: loop).get()
+        } catch {
+            logger.critical("cannot open the store in \(configuration.store.directory): \(error)")
+            await link.shutdown()
+            try? await group.shutdownGracefully()
+            throw error
+        }
+        // Sessions load before any client connects or the link comes up.
+        let core = try await loop.flatSubmit {
+            let sessions = SessionService(limits: SessionLimits(configuration.limits),
+                                          persistence: persistence, link: link, loop: loop, logger: logger)
+            let core = DaemonCore(configuration: configuration, link: link, sessions: sessions, loop: loop, logger: logger,
+                                  logLevel: logLevel, reloadConfiguration: reload)
+            let bound = NIOLoopBound(core, eventLoop: loop)
+            return sessions.start().map { bound }
         }.get()
         link.onTransition { transition in core.value.linkChanged(transition) }
         try await loop.submit {
@@ -42,7 +57,7 @@ enum DaemonRunner {
 
         link.start()
         let watchdog = notifier.watchdogInterval.map { interval in
-            loop.scheduleRepeatedTask(initialDelay: .zero, delay: TimeAmount(interval / 2)) { _ in
+            loop.scheduleRepeatedTask(initialDelay: .zero, delay: TimeAmount(interval)) { _ in
                 notifier.watchdogPing()
             }
         }
@@ -65,6 +80,8 @@ enum DaemonRunner {
         await server.stop()
         try? await loop.submit { core.value.closeAllClients() }.get()
         await link.shutdown()
+        // Last: every commit already queued finishes before the file closes.
+        try? await persistence.close().get()
         try? await group.shutdownGracefully()
         logger.info("imagentd stopped")
     }

@@ -13,8 +13,8 @@ struct IMAgentDaemon: AsyncParsableCommand {
         discussion: """
             Local programs connect to the IPC socket (Agent IPC/1, imagent-ipc(7)); `imagent` \
             queries and controls the daemon. Signals: SIGTERM and SIGINT shut down gracefully, \
-            SIGHUP re-reads the configuration. Exit status: 0 after a clean shutdown, 1 when the \
-            configuration is invalid or the daemon cannot start.
+            SIGHUP re-reads the configuration. Exit status: 0 after a clean shutdown, 78 when the \
+            configuration file is invalid, 1 when the daemon cannot start or run.
             """)
 
     @Option(name: .customLong("config"), help: ArgumentHelp("Run with this configuration file.", valueName: "file"))
@@ -68,7 +68,8 @@ struct IMAgentDaemon: AsyncParsableCommand {
         } catch {
             printError("\(error)")
             printError("imagentd: not started; fix the configuration (check it with `imagentd --check-config \(configPath)`)")
-            throw ExitCode(1)
+            // EX_CONFIG: the unit does not restart on it (RestartPreventExitStatus), as a restart cannot fix the file.
+            throw ExitCode(78)
         }
         logLevel.level = Logger.Level(configuration.logLevel)
         let path = configPath

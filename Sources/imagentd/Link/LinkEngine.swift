@@ -146,6 +146,13 @@ final class LinkEngine: Sendable {
         core.value.suspectLink()
     }
 
+    /// *On the loop.* The server broke the session protocol (a DATA seq gap,
+    /// an ACK beyond what was sent): send ERROR PROTOCOL and drop the link;
+    /// the next link resumes every session from what is stored.
+    func sessionProtocolViolation(_ reason: String) {
+        core.value.sessionProtocolViolation(reason)
+    }
+
     /// *On the loop.* Whether any local client holds a session open; the
     /// heartbeat stretches its interval while none does.
     func setSessionsActive(_ active: Bool) {

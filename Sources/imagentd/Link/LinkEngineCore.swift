@@ -116,6 +116,11 @@ final class LinkEngineCore {
     /// A session waited too long for an ACK: test the link now.
     func suspectLink() { perform(heartbeat.ackOverdue(now: .now)) }
 
+    func sessionProtocolViolation(_ reason: String) {
+        guard let connection, !connection.closing else { return }
+        run(machine.protocolViolation(connection.attempt, code: .protocolError, reason: reason, now: .now))
+    }
+
     func sessionsActive(_ active: Bool) { perform(heartbeat.sessionsActive(active, now: .now)) }
 
     func send(_ frame: Frame) -> Bool {

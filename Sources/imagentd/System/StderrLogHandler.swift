@@ -1,4 +1,5 @@
 import Glibc
+import JSONText
 import Logging
 
 /// A swift-log handler for a terminal or a plain log file: one line per
@@ -60,21 +61,11 @@ struct StderrLogHandler: LogHandler {
     }
 
     /// A value as logfmt writes it: bare when it has no space, quote, `=` or
-    /// control character, else in double quotes with `"` and `\` escaped.
+    /// control character, else quoted and escaped as a JSON string (which
+    /// logfmt readers accept).
     static func quoted(_ value: String) -> String {
         let needsQuotes = value.isEmpty || value.unicodeScalars.contains { $0 == " " || $0 == "\"" || $0 == "=" || $0 == "\\" || $0.value < 0x20 }
-        guard needsQuotes else { return value }
-        var escaped = "\""
-        for scalar in value.unicodeScalars {
-            switch scalar {
-            case "\"": escaped += "\\\""
-            case "\\": escaped += "\\\\"
-            case "\n": escaped += "\\n"
-            case "\t": escaped += "\\t"
-            default: escaped.unicodeScalars.append(scalar)
-            }
-        }
-        return escaped + "\""
+        return needsQuotes ? JSONWriter.quoted(value) : value
     }
 
     /// A multi-line message would break "one line per entry".

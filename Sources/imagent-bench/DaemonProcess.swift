@@ -1,0 +1,183 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct BenchError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// The pid of the running `imagentd` child, for the watchdog's last resort.
+nonisolated(unsafe) var runningDaemonPID: pid_t = 0
+
+/// The release `imagentd` binary as a child process, with a configuration
+/// file, token, socket, log and store in a temporary directory of its own.
+final class DaemonProcess {
+    let directory: String
+    let socketPath: String
+    let pid: pid_t
+    private var exited = false
+
+    /// The `imagentd` beside this executable.
+    static var binaryPath: String {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        let path = length > 0 ? String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                              : CommandLine.arguments[0]
+        return (path.lastIndex(of: "/").map { String(path[..<$0]) } ?? ".") + "/imagentd"
+    }
+
+    /// Writes the configuration and starts the daemon; returns once its socket exists.
+    init(serverAddress: String, token: String, durability: String, maxSessions: Int) async throws {
+        var template = Array("/tmp/imagent-bench-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw BenchError("mkdtemp failed") }
+        directory = String(cString: made)
+        socketPath = directory + "/imagent.sock"
+        do {
+            try writeFile(directory + "/token", token + "\n")
+            try writeFile(directory + "/imagentd.toml", """
+                [server]
+                endpoints = ["\(serverAddress)"]
+                agent_id = "imagent-bench-daemon"
+                [auth]
+                token_file = "\(directory)/token"
+                [ipc]
+                socket = "\(socketPath)"
+                mode = "0600"
+                [store]
+                directory = "\(directory)"
+                durability = "\(durability)"
+                [limits]
+                max_sessions = \(maxSessions)
+                [log]
+                level = "warning"
+                [network]
+                watch = false
+
+                """)
+            pid = try spawn(Self.binaryPath, ["--config", directory + "/imagentd.toml"], output: directory + "/imagentd.log")
+        } catch {
+            removeDirectory(directory)
+            throw error
+        }
+        runningDaemonPID = pid
+        for _ in 0..<400 where access(socketPath, F_OK) != 0 && isRunning {
+            try? await Task.sleep(for: .milliseconds(25))
+        }
+        guard access(socketPath, F_OK) == 0 else {
+            let log = readFile(directory + "/imagentd.log") ?? ""
+            await stop()
+            throw BenchError("imagentd did not create its socket; its log:\n\(log)")
+        }
+    }
+
+    var isRunning: Bool {
+        if exited { return false }
+        var status: CInt = 0
+        if waitpid(pid, &status, WNOHANG) == pid { exited = true }
+        return !exited
+    }
+
+    /// VmRSS and VmHWM (peak) of the daemon in KiB, from /proc/PID/status.
+    func memory() -> (rss: Int, peak: Int) { Self.memory(of: pid) }
+
+    static func memory(of pid: pid_t) -> (rss: Int, peak: Int) {
+        let status = readFile("/proc/\(pid)/status") ?? ""
+        func field(_ name: String) -> Int {
+            for line in status.split(separator: "\n") where line.hasPrefix(name + ":") {
+                return Int(line.dropFirst(name.count + 1).split(whereSeparator: { $0 == " " || $0 == "\t" }).first ?? "") ?? -1
+            }
+            return -1
+        }
+        return (field("VmRSS"), field("VmHWM"))
+    }
+
+    /// What the store directory holds besides the bench's own files: the daemon's database, if it has one.
+    func storeFiles() -> [String] {
+        listDirectory(directory).filter { !["token", "imagentd.toml", "imagent.sock", "imagentd.log"].contains($0) }.sorted()
+    }
+
+    var log: String { readFile(directory + "/imagentd.log") ?? "" }
+
+    /// SIGTERM, then SIGKILL after 5 s; removes the directory.
+    func stop() async {
+        if isRunning {
+            kill(pid, SIGTERM)
+            for _ in 0..<250 where isRunning { try? await Task.sleep(for: .milliseconds(20)) }
+            if isRunning {
+                kill(pid, SIGKILL)
+                var status: CInt = 0
+                waitpid(pid, &status, 0)
+                exited = true
+            }
+        }
+        runningDaemonPID = 0
+        removeDirectory(directory)
+    }
+}
+
+// MARK: Small POSIX helpers
+
+/// posix_spawn with stdout and stderr to `output`, without NOTIFY_SOCKET.
+func spawn(_ path: String, _ arguments: [String], output: String) throws -> pid_t {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+    posix_spawn_file_actions_adddup2(&actions, 1, 2)
+    var environment: [String] = ["SWIFT_BACKTRACE=enable=no"]
+    var entry = environ
+    while let variable = entry.pointee {
+        let text = String(cString: variable)
+        if !text.hasPrefix("NOTIFY_SOCKET="), !text.hasPrefix("SWIFT_BACKTRACE=") { environment.append(text) }
+        entry += 1
+    }
+    let argv = ([path] + arguments).map { strdup($0) } + [nil]
+    let envp = environment.map { strdup($0) } + [nil]
+    defer { (argv + envp).forEach { free($0) } }
+    var pid: pid_t = 0
+    let result = posix_spawn(&pid, path, &actions, nil, argv, envp)
+    guard result == 0 else { throw BenchError("cannot start \(path): \(String(cString: strerror(result)))") }
+    return pid
+}
+
+func writeFile(_ path: String, _ text: String) throws {
+    guard let file = fopen(path, "w") else { throw BenchError("cannot write \(path)") }
+    defer { fclose(file) }
+    guard fputs(text, file) >= 0 else { throw BenchError("cannot write \(path)") }
+}
+
+func readFile(_ path: String) -> String? {
+    guard let file = fopen(path, "r") else { return nil }
+    defer { fclose(file) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 65_536)
+    while true {
+        let count = fread(&chunk, 1, chunk.count, file)
+        if count <= 0 { break }
+        bytes += chunk[..<count]
+    }
+    return String(decoding: bytes, as: UTF8.self)
+}
+
+func listDirectory(_ path: String) -> [String] {
+    guard let directory = opendir(path) else { return [] }
+    defer { closedir(directory) }
+    var names: [String] = []
+    while let entry = readdir(directory) {
+        let name = withUnsafePointer(to: &entry.pointee.d_name) {
+            String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self))
+        }
+        if name != ".", name != ".." { names.append(name) }
+    }
+    return names
+}
+
+/// Removes a directory and everything in it.
+func removeDirectory(_ path: String) {
+    for name in listDirectory(path) {
+        let child = path + "/" + name
+        if unlink(child) != 0 { removeDirectory(child) }
+    }
+    rmdir(path)
+}

@@ -1,0 +1,103 @@
+import AgentIPC
+import AgentStore
+import IMLink
+import NIOCore
+
+/// `SessionPersistence` on the SQLite store: what the daemon runs with. The
+/// store's group commit applies operations in the order they were submitted
+/// and fails a batch as a whole, which is the ordering contract the session
+/// router relies on.
+final class SQLiteSessionPersistence: SessionPersistence, Sendable {
+    private let store: AgentStore
+    private let loop: EventLoop
+
+    /// The database file inside the configured store directory.
+    static func path(inDirectory directory: String) -> String { directory + "/imagentd.sqlite3" }
+
+    static func open(directory: String, durability: DaemonConfiguration.Durability, on loop: EventLoop)
+        -> EventLoopFuture<SQLiteSessionPersistence>
+    {
+        let configuration = StoreConfiguration(path: path(inDirectory: directory), durability: durability.storeDurability)
+        return AgentStore.open(configuration, on: loop).map { SQLiteSessionPersistence(store: $0, loop: loop) }
+    }
+
+    private init(store: AgentStore, loop: EventLoop) {
+        self.store = store
+        self.loop = loop
+    }
+
+    func close() -> EventLoopFuture<Void> {
+        store.close(on: loop)
+    }
+
+    func load() -> EventLoopFuture<StoredSessions> {
+        store.load(on: loop).map { snapshot in
+            var result = StoredSessions(open: [], closed: [])
+            for stored in snapshot.sessions {
+                let record = stored.record
+                // A failed session keeps its queues (the owner may still read them) but is
+                // not re-opened upstream; the router only knows open and closed, so it is
+                // treated as closed here until the router learns about failed sessions.
+                guard record.state == .open else {
+                    result.closed.insert(record.id)
+                    continue
+                }
+                result.open.append(StoredSession(
+                    record: StoredSessionRecord(id: record.id, service: record.service, owner: record.ownerUID,
+                                                priority: IPCPriority(rawValue: record.priority) ?? .normal,
+                                                durable: record.durable),
+                    ackedSeq: record.ackedSeq, deliveredSeq: record.deliveredSeq,
+                    outbox: stored.outbox.map { ($0.seq, $0.payload) },
+                    inbox: stored.inbox.map { ($0.seq, $0.payload) },
+                    sentSeq: record.sentSeq, receivedSeq: record.receivedSeq))
+            }
+            return result
+        }.flatMapErrorThrowing { throw Self.translate($0) }
+    }
+
+    func createSession(_ record: StoredSessionRecord) -> EventLoopFuture<Void> {
+        translated(store.createSession(id: record.id, service: record.service, ownerUID: record.owner,
+                                       priority: record.priority.rawValue, durable: record.durable,
+                                       createdAtMS: Int64(WallClock.nowMS()), on: loop).map { _ in })
+    }
+
+    func appendOutbound(session: UInt64, seq: UInt64, payload: ByteBuffer) -> EventLoopFuture<Void> {
+        translated(store.appendOutbound(session: session, seq: seq, payload: payload, on: loop))
+    }
+
+    func markAcked(session: UInt64, seq: UInt64) -> EventLoopFuture<Void> {
+        translated(store.markAcked(session: session, upTo: seq, on: loop))
+    }
+
+    func appendInbound(session: UInt64, seq: UInt64, payload: ByteBuffer) -> EventLoopFuture<Void> {
+        translated(store.appendInbound(session: session, seq: seq, payload: payload, on: loop))
+    }
+
+    func markDelivered(session: UInt64, seq: UInt64) -> EventLoopFuture<Void> {
+        translated(store.markDelivered(session: session, upTo: seq, on: loop))
+    }
+
+    func closeSession(_ session: UInt64) -> EventLoopFuture<Void> {
+        translated(store.closeSession(session, on: loop))
+    }
+
+    private func translated(_ future: EventLoopFuture<Void>) -> EventLoopFuture<Void> {
+        future.flatMapErrorThrowing { throw Self.translate($0) }
+    }
+
+    /// `.full` is the one failure a sender can wait out (QUEUE_FULL); the rest are reported as they are.
+    private static func translate(_ error: Error) -> Error {
+        guard let error = error as? StoreError else { return SessionPersistenceError.failed("\(error)") }
+        if case .full = error { return SessionPersistenceError.full }
+        return SessionPersistenceError.failed(error.description)
+    }
+}
+
+extension DaemonConfiguration.Durability {
+    var storeDurability: Durability {
+        switch self {
+        case .process: .process
+        case .power: .power
+        }
+    }
+}

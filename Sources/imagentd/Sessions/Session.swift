@@ -1,0 +1,118 @@
+import AgentIPC
+import NIOCore
+
+/// One logical session's state: identity, ownership, both sequence spaces
+/// and what is queued each way. A value, changed only by `SessionRouter`.
+///
+/// ```
+/// outbound:  ackedSeq < transmittedSeq ≤ sentSeq ≤ assignedSeq
+///            └ server holds ┘└ on this link ┘└ stored ┘└ being stored
+/// inbound:   deliveredSeq ≤ dispatchedSeq ≤ receivedSeq ≤ storingSeq
+///            └ client ACKed ┘└ sent as MESSAGE ┘└ stored ┘└ being stored
+/// ```
+struct Session {
+    /// Where the session stands with the server on the current link.
+    enum Upstream: Hashable {
+        /// No link, or the link has not been told about it yet.
+        case idle
+        /// OPEN sent, OPEN_OK not yet received.
+        case opening
+        case open
+        /// OPEN_FAIL (other than SESSION_CLOSED): the server refuses it; nothing is sent again.
+        case failed(code: UInt16, message: String)
+    }
+
+    /// The window a sender starts with when none was announced (`wire.md` §5).
+    static let defaultWindow: UInt32 = 1024
+
+    let id: UInt64
+    let service: String
+    let owner: UInt32
+    var priority: IPCPriority
+    var durable: Bool
+    /// The client connection this session is attached to.
+    var attachedClient: UInt64?
+    var upstream: Upstream = .idle
+
+    // Outbound.
+    /// The highest seq handed to persistence (the next SEND gets this + 1).
+    var assignedSeq: UInt64 = 0
+    /// The highest seq durably stored and ACCEPTED.
+    var sentSeq: UInt64 = 0
+    /// The highest seq the server acknowledged.
+    var ackedSeq: UInt64 = 0
+    /// The highest seq written on the current link; `ackedSeq` after a link change.
+    var transmittedSeq: UInt64 = 0
+    /// Messages `ackedSeq + 1 … sentSeq`.
+    var outbox = CircularBuffer<(seq: UInt64, payload: ByteBuffer)>()
+    /// Messages `sentSeq + 1 … assignedSeq` being stored, with the token of
+    /// their store request and whether it has completed (they become `sentSeq`
+    /// in order only).
+    var storingOut: [UInt64: (payload: ByteBuffer, token: UInt64, stored: Bool)] = [:]
+    /// DATA frames the server lets us have unacknowledged; nil without FLOW.
+    var sendWindow: UInt32?
+
+    // Inbound.
+    /// The highest seq handed to persistence.
+    var storingSeq: UInt64 = 0
+    /// Messages `receivedSeq + 1 … storingSeq` being stored (see `storingOut`).
+    var storingIn: [UInt64: (payload: ByteBuffer, token: UInt64, stored: Bool)] = [:]
+    /// The highest seq durably stored (RESUME_AFTER).
+    var receivedSeq: UInt64 = 0
+    /// The highest seq ACKed upstream on the current link.
+    var ackedUpstreamSeq: UInt64 = 0
+    /// The highest seq a client acknowledged.
+    var deliveredSeq: UInt64 = 0
+    /// The highest seq sent as MESSAGE to the attached client.
+    var dispatchedSeq: UInt64 = 0
+    /// Messages `deliveredSeq + 1 … receivedSeq`.
+    var inbox = CircularBuffer<(seq: UInt64, payload: ByteBuffer)>()
+    /// WINDOW 0 told the server to stop: the client fell behind.
+    var pausedUpstream = false
+
+    init(id: UInt64, service: String, owner: UInt32, priority: IPCPriority, durable: Bool) {
+        self.id = id
+        self.service = service
+        self.owner = owner
+        self.priority = priority
+        self.durable = durable
+    }
+
+    init(restoring stored: StoredSession) {
+        self.init(id: stored.record.id, service: stored.record.service, owner: stored.record.owner,
+                  priority: stored.record.priority, durable: stored.record.durable)
+        ackedSeq = stored.ackedSeq
+        transmittedSeq = stored.ackedSeq
+        sentSeq = max(stored.sentSeq, stored.ackedSeq)
+        assignedSeq = sentSeq
+        for message in stored.outbox where message.seq > ackedSeq { outbox.append(message) }
+        deliveredSeq = stored.deliveredSeq
+        dispatchedSeq = stored.deliveredSeq
+        receivedSeq = max(stored.receivedSeq, stored.deliveredSeq)
+        storingSeq = receivedSeq
+        for message in stored.inbox where message.seq > deliveredSeq { inbox.append(message) }
+    }
+
+    var record: StoredSessionRecord {
+        StoredSessionRecord(id: id, service: service, owner: owner, priority: priority, durable: durable)
+    }
+
+    /// Outbound messages not yet acknowledged by the server, including those being stored.
+    var outboxCount: Int { Int(assignedSeq - ackedSeq) }
+    /// Inbound messages stored but not acknowledged by a client.
+    var inboxCount: Int { Int(receivedSeq - deliveredSeq) }
+
+    var isFailed: Bool {
+        if case .failed = upstream { return true }
+        return false
+    }
+
+    /// SESSION_STATE as a client sees it.
+    var state: SessionStateValue {
+        switch upstream {
+        case .failed: .failed
+        case .idle, .opening: .pending
+        case .open: pausedUpstream ? .paused : .open
+        }
+    }
+}

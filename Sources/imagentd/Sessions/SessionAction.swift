@@ -1,0 +1,60 @@
+import AgentIPC
+import IMLink
+import NIOCore
+
+/// What the session router asks its I/O layer (`SessionService`) to do.
+enum SessionAction {
+    /// Write a frame on the established link.
+    case send(Frame)
+    /// Run a persistence operation; when it completes, hand `then` and the
+    /// result back to `SessionRouter.persisted(_:_:)`.
+    case persist(PersistOperation, then: PersistContinuation)
+    /// Answer a request of a client.
+    case reply(client: UInt64, request: UInt32, IPCMessage)
+    /// Answer a request of a client with ERROR.
+    case fail(client: UInt64, request: UInt32, IPCErrorCode, String)
+    /// An event (MESSAGE, ACKED, SESSION_STATE, LINK_STATE) to a client.
+    case event(client: UInt64, IPCMessage)
+    /// MESSAGE frames to a client, in seq order; afterwards report whether
+    /// the client is still writable (`SessionRouter.client(_:writable:)`).
+    case deliver(client: UInt64, session: UInt64, [(seq: UInt64, payload: ByteBuffer)])
+    /// The server broke the session protocol (a seq gap): drop the link; resume fixes it.
+    case dropLink(reason: String)
+    /// Stored inbound DATA waits for its ACK: call `flushAcks()` once the
+    /// current burst of reads and completions is over, so ACKs are coalesced.
+    case scheduleAckFlush
+    /// Whether any session is open, for the heartbeat's activity.
+    case sessionsActive(Bool)
+    /// Something worth a line in the log.
+    case log(SessionLogLevel, String)
+}
+
+enum SessionLogLevel: Hashable, Sendable {
+    case debug, info, warning
+}
+
+/// A persistence operation (see `SessionPersistence`).
+enum PersistOperation {
+    case create(StoredSessionRecord)
+    case appendOutbound(session: UInt64, seq: UInt64, payload: ByteBuffer)
+    case markAcked(session: UInt64, seq: UInt64)
+    case appendInbound(session: UInt64, seq: UInt64, payload: ByteBuffer)
+    case markDelivered(session: UInt64, seq: UInt64)
+    case close(session: UInt64)
+}
+
+/// What the router does once a persistence operation is durable (or failed).
+enum PersistContinuation: Hashable, Sendable {
+    /// OPENED to the creating client, then OPEN upstream.
+    case created(client: UInt64, request: UInt32, session: UInt64)
+    /// ACCEPTED to the sending client, then transmit.
+    case accepted(client: UInt64, request: UInt32, session: UInt64, seq: UInt64, token: UInt64)
+    /// ACKED to the attached client.
+    case ackedStored(session: UInt64, seq: UInt64)
+    /// ACK upstream (coalesced) and delivery to the client.
+    case inboundStored(session: UInt64, seq: UInt64, token: UInt64)
+    /// Nothing waits on it: only a failure is logged.
+    case deliveredStored(session: UInt64, seq: UInt64)
+    /// OK to the closing client, if any (request 0: the server closed it).
+    case closed(client: UInt64?, request: UInt32, session: UInt64)
+}

@@ -1,0 +1,201 @@
+import AgentIPC
+import IMLink
+import JSONText
+import Logging
+import NIOCore
+
+/// The session layer's I/O half: feeds `SessionRouter` with client requests,
+/// link frames and persistence completions, and performs the actions it
+/// returns. It decides nothing itself. Lives on the daemon's one event loop,
+/// the same loop as the link engine and the IPC server.
+final class SessionService: LinkSessionDelegate {
+    let loop: EventLoop
+    private var router: SessionRouter<SystemRandomNumberGenerator>
+    private let persistence: SessionPersistence
+    private let link: LinkEngine
+    private let logger: Logger
+    private var clients: [UInt64: IPCClientConnection] = [:]
+    /// Action queue: a persistence completion that arrives while actions are
+    /// being performed (an in-memory store completes at once) queues behind
+    /// them, so actions always run in the order the router returned them.
+    private var pending = CircularBuffer<SessionAction>()
+    private var draining = false
+
+    init(limits: SessionLimits, persistence: SessionPersistence, link: LinkEngine, loop: EventLoop, logger: Logger) {
+        self.loop = loop
+        self.router = SessionRouter(limits: limits, random: SystemRandomNumberGenerator())
+        self.persistence = persistence
+        self.link = link
+        self.logger = logger
+    }
+
+    /// Loads the stored sessions and starts hearing the link. Call once, on
+    /// the loop, before clients connect or the link starts.
+    func start() -> EventLoopFuture<Void> {
+        loop.preconditionInEventLoop()
+        let bound = NIOLoopBound(self, eventLoop: loop)
+        return persistence.load().map { stored in
+            let service = bound.value
+            service.router.restore(stored)
+            service.link.setSessionDelegate(service)
+            service.logger.info("sessions loaded", metadata: ["open": "\(stored.open.count)", "closed": "\(stored.closed.count)"])
+        }
+    }
+
+    // MARK: Clients
+
+    func clientConnected(_ client: IPCClientConnection) {
+        clients[client.id] = client
+    }
+
+    func clientDisconnected(_ client: IPCClientConnection) {
+        clients[client.id] = nil
+        run(router.clientDisconnected(client.id))
+    }
+
+    func clientCanReceive(_ client: IPCClientConnection) {
+        run(router.client(client.id, writable: client.isWritable))
+    }
+
+    /// OPEN, CLOSE, DETACH, SEND and ACK.
+    func handle(_ message: IPCMessage, request: UInt32, from client: IPCClientConnection) {
+        let who = SessionClient(id: client.id, uid: client.peer.uid, isAdmin: client.isAdmin)
+        switch message {
+        case .open(let open): run(router.clientOpen(who, request: request, open))
+        case .close(let target): run(router.clientClose(who, request: request, session: target.session))
+        case .detach(let target): run(router.clientDetach(who, request: request, session: target.session))
+        case .send(let send): run(router.clientSend(who, request: request, send))
+        case .ack(let ack): run(router.clientAck(who, request: request, session: ack.session, seq: ack.seq))
+        case .hello, .status, .sessions, .metrics, .watch, .connect, .disconnect, .reconnect, .reload, .ping, .ok, .welcome,
+             .opened, .accepted, .result, .pong, .error, .message, .acked, .expired, .sessionState, .linkState, .event:
+            preconditionFailure("\(message.op) is not a session request")
+        }
+    }
+
+    /// SESSIONS: the caller's own sessions, every session for an admin.
+    func sessionsJSON(for client: IPCClientConnection) -> String {
+        var json = JSONWriter()
+        json.beginObject()
+        json.beginArray("sessions")
+        for session in router.sessions.values.sorted(by: { $0.id < $1.id }) where client.isAdmin || session.owner == client.peer.uid {
+            json.beginObject()
+            json.field("session", session.id)
+            json.field("service", session.service)
+            json.field("state", session.state.description)
+            json.field("priority", Int(session.priority.rawValue))
+            json.field("owner", session.owner)
+            json.field("attached", session.attachedClient != nil)
+            json.field("sent_seq", session.sentSeq)
+            json.field("acked_seq", session.ackedSeq)
+            json.field("delivered_seq", session.deliveredSeq)
+            json.field("received_seq", session.receivedSeq)
+            json.field("outbox", session.outboxCount)
+            json.field("inbox", session.inboxCount)
+            json.endObject()
+        }
+        json.endArray()
+        json.endObject()
+        return json.text
+    }
+
+    /// STATUS's `sessions` object.
+    var counts: (sessions: Int, outbox: Int, inbox: Int) {
+        (router.sessions.count, router.outboxTotal, router.inboxTotal)
+    }
+
+    // MARK: Link
+
+    func linkStateChanged(_ state: LinkStateValue) {
+        run(router.linkStateChanged(state))
+    }
+
+    func linkEstablished(negotiated: HelloResult, serverMaxFrame: UInt32) {
+        run(router.linkEstablished(flow: negotiated.features.contains(.flow)))
+    }
+
+    func linkLost(reason: String) {
+        run(router.linkLost())
+    }
+
+    func received(_ frame: Frame) {
+        guard case .data(var data) = frame, data.compressed else {
+            run(router.received(frame))
+            return
+        }
+        do {
+            data.body = try Deflate.inflate(data.body, limit: router.limits.maxPayloadBytes)
+            data.compressed = false
+            run(router.received(.data(data)))
+        } catch {
+            link.sessionProtocolViolation("DATA for session \(data.session) seq \(data.seq) does not inflate: \(error)")
+        }
+    }
+
+    // MARK: Performing actions
+
+    private func run(_ actions: [SessionAction]) {
+        pending.append(contentsOf: actions)
+        guard !draining else { return }
+        draining = true
+        defer { draining = false }
+        while let action = pending.popFirst() {
+            perform(action)
+        }
+    }
+
+    private func perform(_ action: SessionAction) {
+        switch action {
+        case .send(let frame):
+            if !link.send(frame) {
+                // No link right now: linkLost has come or is coming, and the next link resumes.
+                logger.debug("session frame not sent: no link", metadata: ["frame": "\(frame.type)", "session": "\(frame.session)"])
+            }
+        case .persist(let operation, let continuation):
+            let bound = NIOLoopBound(self, eventLoop: loop)
+            future(of: operation).whenComplete { result in
+                let mapped = result.mapError { error in
+                    (error as? SessionPersistenceError) ?? SessionPersistenceError.failed("\(error)")
+                }
+                bound.value.run(bound.value.router.persisted(continuation, mapped))
+            }
+        case .reply(let client, let request, let message):
+            clients[client]?.reply(to: request, message)
+        case .fail(let client, let request, let code, let text):
+            clients[client]?.fail(request, code, text)
+        case .event(let client, let message):
+            clients[client]?.send(event: message)
+        case .deliver(let clientID, let session, let messages):
+            guard let client = clients[clientID] else { return }
+            for message in messages {
+                client.send(event: .message(.init(session: session, seq: message.seq, payload: message.payload)))
+            }
+            run(router.client(clientID, writable: client.isWritable))
+        case .dropLink(let reason):
+            logger.warning("dropping the link", metadata: ["reason": "\(reason)"])
+            link.sessionProtocolViolation(reason)
+        case .scheduleAckFlush:
+            // One ACK per session for everything stored in this turn of the loop.
+            let bound = NIOLoopBound(self, eventLoop: loop)
+            loop.execute { bound.value.run(bound.value.router.flushAcks()) }
+        case .sessionsActive(let active):
+            link.setSessionsActive(active)
+        case .log(let level, let text):
+            switch level {
+            case .debug: logger.debug("\(text)")
+            case .info: logger.info("\(text)")
+            case .warning: logger.warning("\(text)")
+            }
+        }
+    }
+
+    private func future(of operation: PersistOperation) -> EventLoopFuture<Void> {
+        switch operation {
+        case .create(let record): persistence.createSession(record)
+        case .appendOutbound(let session, let seq, let payload): persistence.appendOutbound(session: session, seq: seq, payload: payload)
+        case .markAcked(let session, let seq): persistence.markAcked(session: session, seq: seq)
+        case .appendInbound(let session, let seq, let payload): persistence.appendInbound(session: session, seq: seq, payload: payload)
+        case .markDelivered(let session, let seq): persistence.markDelivered(session: session, seq: seq)
+        case .close(let session): persistence.closeSession(session)
+        }
+    }
+}

@@ -1,0 +1,171 @@
+import Foundation
+import Logging
+import NIOPosix
+import RefServer
+
+/// The real `imagentd` binary, started as a child process with a
+/// configuration file, against an in-process reference server.
+final class RealDaemon: @unchecked Sendable {
+    let directory: String
+    let configPath: String
+    let socketPath: String
+    let server: RefServer
+    let process: Process
+    let logPath: String
+
+    static let binary: URL = ImagentProcess.binary.deletingLastPathComponent().appendingPathComponent("imagentd")
+
+    /// What a daemon is started with: a folder, a reference server, a configuration file.
+    struct Setup {
+        var directory: String
+        var configPath: String
+        var socketPath: String
+        var server: RefServer
+    }
+
+    /// Writes a configuration for a new in-process reference server.
+    static func prepare(extraConfig: String = "") async throws -> Setup {
+        let directory = try FakeDaemon.makeTemporaryDirectory()
+        // The server keeps its state in SQLite too, so it can be restarted without loss.
+        let tokenFile = directory + "/token"
+        try "real-daemon-token\n".write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        let server = try await RefServer.start(configuration: RefServerConfiguration(tokenFile: tokenFile,
+                                                                                     statePath: directory + "/refserver.sqlite3"),
+                                               logger: Logger(label: "refserver", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let socketPath = directory + "/imagent.sock"
+        let configPath = directory + "/imagentd.toml"
+        try """
+            [server]
+            endpoints = ["\(server.address)"]
+            agent_id = "real-daemon-test"
+            [auth]
+            token_file = "\(tokenFile)"
+            [ipc]
+            socket = "\(socketPath)"
+            mode = "0600"
+            [store]
+            directory = "\(directory)"
+            [heartbeat]
+            min_seconds = 1
+            max_seconds = 2
+            [reconnect]
+            base_ms = 100
+            cap_ms = 1000
+            [network]
+            watch = false
+            \(extraConfig)
+            """.write(toFile: configPath, atomically: true, encoding: .utf8)
+        return Setup(directory: directory, configPath: configPath, socketPath: socketPath, server: server)
+    }
+
+    /// Writes a configuration for a reference server, starts the daemon and waits until its socket exists.
+    static func start(extraConfig: String = "") async throws -> RealDaemon {
+        try await launch(try await prepare(extraConfig: extraConfig))
+    }
+
+    /// A new daemon process on the same folder, configuration, store and server (after `kill -9`).
+    func restarted() async throws -> RealDaemon {
+        try await Self.launch(Setup(directory: directory, configPath: configPath, socketPath: socketPath, server: server))
+    }
+
+    private static func launch(_ setup: Setup) async throws -> RealDaemon {
+        let (directory, configPath, socketPath, server) = (setup.directory, setup.configPath, setup.socketPath, setup.server)
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = ["--config", configPath]
+        let logPath = directory + "/imagentd.log"
+        if !FileManager.default.fileExists(atPath: logPath) { _ = FileManager.default.createFile(atPath: logPath, contents: nil) }
+        let logFile = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        logFile.seekToEndOfFile()
+        process.standardOutput = logFile
+        process.standardError = process.standardOutput
+        var environment = ProcessInfo.processInfo.environment
+        environment["NOTIFY_SOCKET"] = nil
+        environment["SWIFT_BACKTRACE"] = "enable=no"
+        process.environment = environment
+        try process.run()
+        let daemon = RealDaemon(directory: directory, configPath: configPath, socketPath: socketPath, server: server,
+                                process: process, logPath: logPath)
+        for _ in 0..<200 where !FileManager.default.fileExists(atPath: socketPath) {
+            guard process.isRunning else { break }
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        guard FileManager.default.fileExists(atPath: socketPath) else {
+            await daemon.stop()
+            throw RealDaemonError("imagentd did not create \(socketPath); its log: \(daemon.log)")
+        }
+        return daemon
+    }
+
+    private init(directory: String, configPath: String, socketPath: String, server: RefServer, process: Process, logPath: String) {
+        self.directory = directory
+        self.configPath = configPath
+        self.socketPath = socketPath
+        self.server = server
+        self.process = process
+        self.logPath = logPath
+    }
+
+    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    /// `imagent --socket <this daemon> ARGUMENTS…`
+    func imagent(_ arguments: [String], stdin: String? = nil) async throws -> ImagentProcess.Result {
+        try await ImagentProcess.run(["--socket", socketPath] + arguments, stdin: stdin)
+    }
+
+    /// Polls `imagent status --json` until the link state is `state`.
+    func waitForLink(_ state: String, within limit: Duration = .seconds(15)) async throws -> [String: Any] {
+        let deadline = ContinuousClock.now + limit
+        var last = ""
+        while ContinuousClock.now < deadline {
+            let result = try await imagent(["status", "--json"])
+            last = result.stdout + result.stderr
+            if result.status == 0,
+               let status = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any],
+               let link = status["link"] as? [String: Any], link["state"] as? String == state {
+                return status
+            }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw RealDaemonError("link never reached \(state); last status: \(last)\ndaemon log:\n\(log)")
+    }
+
+    func signal(_ number: Int32) {
+        kill(process.processIdentifier, number)
+    }
+
+    /// Waits for the process to exit by itself, at most `limit`; returns its status or nil.
+    func waitForExit(within limit: Duration) async -> Int32? {
+        let deadline = ContinuousClock.now + limit
+        while process.isRunning, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return process.isRunning ? nil : process.terminationStatus
+    }
+
+    func stop() async {
+        if process.isRunning {
+            process.terminate()
+            if await waitForExit(within: .seconds(5)) == nil { kill(process.processIdentifier, SIGKILL) }
+        }
+        try? await server.stop()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
+
+struct RealDaemonError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+func withRealDaemon<Result>(extraConfig: String = "", _ body: (RealDaemon) async throws -> Result) async throws -> Result {
+    let daemon = try await RealDaemon.start(extraConfig: extraConfig)
+    do {
+        let result = try await body(daemon)
+        await daemon.stop()
+        return result
+    } catch {
+        await daemon.stop()
+        throw error
+    }
+}

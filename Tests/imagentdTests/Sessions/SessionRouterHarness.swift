@@ -1,0 +1,139 @@
+import AgentIPC
+import IMLink
+import NIOCore
+import Testing
+
+@testable import imagentd
+
+/// A seeded generator, so session ids are the same on every run.
+struct SplitMix: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+typealias TestRouter = SessionRouter<SplitMix>
+
+let alice = SessionClient(id: 1, uid: 1000, isAdmin: false)
+let aliceAgain = SessionClient(id: 2, uid: 1000, isAdmin: false)
+let mallory = SessionClient(id: 3, uid: 2000, isAdmin: false)
+let root = SessionClient(id: 4, uid: 0, isAdmin: true)
+
+func makeRouter(_ limits: SessionLimits = SessionLimits()) -> TestRouter {
+    TestRouter(limits: limits, random: SplitMix(state: 42))
+}
+
+func bytes(_ text: String) -> ByteBuffer { ByteBuffer(string: text) }
+
+/// Views of an action list, for one `#expect` per rule.
+extension [SessionAction] {
+    var frames: [Frame] {
+        compactMap { if case .send(let frame) = $0 { frame } else { nil } }
+    }
+
+    var dataSeqs: [UInt64] {
+        frames.compactMap { if case .data(let data) = $0 { data.seq } else { nil } }
+    }
+
+    var ackSeqs: [UInt64] {
+        frames.compactMap { if case .ack(let ack) = $0 { ack.seq } else { nil } }
+    }
+
+    var opens: [Open] {
+        frames.compactMap { if case .open(let open) = $0 { open } else { nil } }
+    }
+
+    var windows: [UInt32] {
+        frames.compactMap { if case .window(let update) = $0 { update.window } else { nil } }
+    }
+
+    var replies: [IPCMessage] {
+        compactMap { if case .reply(_, _, let message) = $0 { message } else { nil } }
+    }
+
+    var errors: [IPCErrorCode] {
+        compactMap { if case .fail(_, _, let code, _) = $0 { code } else { nil } }
+    }
+
+    var events: [IPCMessage] {
+        compactMap { if case .event(_, let message) = $0 { message } else { nil } }
+    }
+
+    var sessionStates: [SessionStateValue] {
+        events.compactMap { if case .sessionState(let change) = $0 { change.state } else { nil } }
+    }
+
+    var ackedEvents: [UInt64] {
+        events.compactMap { if case .acked(let acked) = $0 { acked.seq } else { nil } }
+    }
+
+    var delivered: [UInt64] {
+        flatMap { action -> [UInt64] in
+            if case .deliver(_, _, let messages) = action { messages.map(\.seq) } else { [] }
+        }
+    }
+
+    var persists: [PersistContinuation] {
+        compactMap { if case .persist(_, let then) = $0 { then } else { nil } }
+    }
+
+    var dropsLink: Bool {
+        contains { if case .dropLink = $0 { true } else { false } }
+    }
+
+    var schedulesAckFlush: Bool {
+        contains { if case .scheduleAckFlush = $0 { true } else { false } }
+    }
+
+    var accepted: [UInt64] {
+        replies.compactMap { if case .accepted(let accepted) = $0 { accepted.seq } else { nil } }
+    }
+
+    var opened: IPCMessage.Opened? {
+        replies.lazy.compactMap { if case .opened(let opened) = $0 { opened } else { nil } }.first
+    }
+}
+
+extension SessionRouter {
+    /// Completes every persistence operation in `actions` (and those their
+    /// completions start) with `result`; returns every action seen, the
+    /// persistence requests included.
+    mutating func completing(_ actions: [SessionAction], _ result: Result<Void, SessionPersistenceError> = .success(())) -> [SessionAction] {
+        var all: [SessionAction] = []
+        var queue = actions
+        while !queue.isEmpty {
+            let action = queue.removeFirst()
+            all.append(action)
+            if case .persist(_, let then) = action { queue += persisted(then, result) }
+        }
+        return all
+    }
+
+    /// A new session for `client` on `service`, created and stored; its id.
+    mutating func newSession(_ client: SessionClient = alice, service: String = "echo", priority: IPCPriority = .normal) -> UInt64 {
+        let actions = completing(clientOpen(client, request: 1, .init(service: service, priority: priority)))
+        return actions.opened!.session
+    }
+
+    /// The link comes up with `flow`, and the server answers every OPEN with OPEN_OK(lastAcked: whatever it says).
+    mutating func establish(flow: Bool = true, lastAcked: (UInt64) -> UInt64 = { _ in 0 }) -> [SessionAction] {
+        var all = linkEstablished(flow: flow)
+        for open in all.opens {
+            all += completing(received(.openOK(OpenOK(session: open.session, lastAcked: lastAcked(open.session)))))
+        }
+        return all
+    }
+
+    mutating func send(_ session: UInt64, _ text: String, as client: SessionClient = alice) -> [SessionAction] {
+        completing(clientSend(client, request: 7, .init(session: session, payload: bytes(text))))
+    }
+
+    mutating func data(_ session: UInt64, _ seq: UInt64, _ text: String = "x") -> [SessionAction] {
+        completing(received(.data(DataFrame(session: session, seq: seq, body: bytes(text)))))
+    }
+}

@@ -1,8 +1,7 @@
 import NIOCore
 
-/// `SessionPersistence` kept in memory: what the daemon uses until the SQLite
-/// store (`AgentStore`) is plugged in behind the same seam, and what the
-/// session tests run against. It survives a restart of the session layer
+/// `SessionPersistence` kept in memory: what the session tests run against
+/// (the daemon runs on `SQLiteSessionPersistence`). It survives a restart of the session layer
 /// within one process (the object outlives the router), not of the process.
 /// Every operation completes at once, in order, on `loop`.
 final class InMemorySessionPersistence: SessionPersistence {

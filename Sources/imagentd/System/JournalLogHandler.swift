@@ -9,30 +9,18 @@ import Logging
 /// Each entry has MESSAGE, PRIORITY (syslog numbering), SYSLOG_IDENTIFIER,
 /// CODE_FILE, CODE_LINE, CODE_FUNC, IMAGENT_LOGGER (the logger's label), and
 /// one field per metadata key, named by `journalFieldName(_:)`.
-struct JournalLogHandler: LogHandler {
+struct JournalLogHandler: LiveLevelLogHandler {
     static let syslogIdentifier = "imagentd"
 
     let label: String
     var metadata: Logger.Metadata = [:]
     var metadataProvider: Logger.MetadataProvider?
-    private let sharedLevel: LiveLogLevel
-    /// Set only when one logger's level is changed on its own; otherwise the shared level rules.
-    private var ownLevel: Logger.Level?
+    var level: HandlerLevel
 
     init(label: String, level: LiveLogLevel, metadataProvider: Logger.MetadataProvider? = nil) {
         self.label = label
-        self.sharedLevel = level
+        self.level = HandlerLevel(shared: level)
         self.metadataProvider = metadataProvider
-    }
-
-    var logLevel: Logger.Level {
-        get { ownLevel ?? sharedLevel.level }
-        set { ownLevel = newValue }
-    }
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
     }
 
     func log(event: LogEvent) {

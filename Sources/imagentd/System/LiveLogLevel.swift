@@ -19,6 +19,33 @@ final class LiveLogLevel: Sendable {
     private static let levels = Logger.Level.allCases
 }
 
+/// One handler's level: the daemon's live level, unless this one logger was
+/// given a level of its own (`logger.logLevel = …`).
+struct HandlerLevel: Sendable {
+    let shared: LiveLogLevel
+    var own: Logger.Level?
+
+    var current: Logger.Level { own ?? shared.level }
+}
+
+/// What the journal and stderr handlers share: the live level and the
+/// handler's own metadata.
+protocol LiveLevelLogHandler: LogHandler {
+    var level: HandlerLevel { get set }
+}
+
+extension LiveLevelLogHandler {
+    var logLevel: Logger.Level {
+        get { level.current }
+        set { level.own = newValue }
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+}
+
 extension Logger.Level {
     /// The configuration's names are swift-log's names, by design.
     init(_ level: DaemonConfiguration.LogLevel) {

@@ -9,31 +9,20 @@ import Logging
 ///
 /// UTC time, level, logger label, message, then the metadata as sorted
 /// `key=value` pairs (logfmt quoting), so lines can be grepped and parsed.
-struct StderrLogHandler: LogHandler {
+struct StderrLogHandler: LiveLevelLogHandler {
     let label: String
     var metadata: Logger.Metadata = [:]
     var metadataProvider: Logger.MetadataProvider?
-    private let sharedLevel: LiveLogLevel
-    private var ownLevel: Logger.Level?
+    var level: HandlerLevel
     /// Off for callers whose collector stamps each line itself (a supervisor,
     /// a test harness), so lines do not carry two times.
     private let timestamps: Bool
 
     init(label: String, level: LiveLogLevel, timestamps: Bool = true, metadataProvider: Logger.MetadataProvider? = nil) {
         self.label = label
-        self.sharedLevel = level
+        self.level = HandlerLevel(shared: level)
         self.timestamps = timestamps
         self.metadataProvider = metadataProvider
-    }
-
-    var logLevel: Logger.Level {
-        get { ownLevel ?? sharedLevel.level }
-        set { ownLevel = newValue }
-    }
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
     }
 
     func log(event: LogEvent) {

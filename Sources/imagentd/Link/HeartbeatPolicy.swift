@@ -4,8 +4,8 @@
 /// **The interval.** A PING goes out only after `interval` without any frame
 /// in either direction: a received frame proves the link alive, a sent frame
 /// refreshes the NAT mappings on the path, so traffic makes PINGs needless
-/// (a link that only sends learns of trouble from `ackOverdue`). The interval
-/// is computed afresh for each idle cycle:
+/// (a link that only sends learns of trouble from an overdue reply, below).
+/// The interval is computed afresh for each idle cycle:
 ///
 /// | step | rule                                                            | default      |
 /// |------|-----------------------------------------------------------------|--------------|
@@ -26,8 +26,14 @@
 /// PINGs in a row went unanswered with no frame received in between, the
 /// link is declared dead. Any frame received meanwhile ends the suspicion.
 ///
-/// **Suspicion.** An ACK overdue, a network change, or a resume from suspend
-/// sends a PING at once (unless one is already outstanding).
+/// **Suspicion.** A reply overdue, a network change, or a resume from suspend
+/// sends a PING at once (unless one is already outstanding). A reply is
+/// overdue when a frame that the server must answer (DATA with its ACK, OPEN
+/// with OPEN_OK) went out and nothing at all came back within the RTT's ACK
+/// deadline (1–15 s): a dead link that only sends is then found within about
+/// ACK deadline + 2 PONG deadlines (7 s on a fast path) instead of after a
+/// whole heartbeat interval, since its own sends keep the idle timer from
+/// ever firing.
 ///
 /// The policy keeps one timer: the I/O layer arms it as told (replacing the
 /// previous one) and reports it by ID; a firing with an older ID is stale and
@@ -98,6 +104,9 @@ struct HeartbeatPolicy<Random: RandomNumberGenerator> {
         var lastSent: MonotonicInstant
         var timer: TimerID
         var waiting: Waiting
+        /// When the first frame owed a reply went out since the last frame
+        /// received; nil when nothing is owed.
+        var replyAwaitedSince: MonotonicInstant?
         /// The last PING sent; kept after other traffic ended the wait, so a
         /// late PONG still yields an RTT sample.
         var outstanding: Ping?
@@ -166,6 +175,7 @@ struct HeartbeatPolicy<Random: RandomNumberGenerator> {
             return .none
         case .up(var up):
             up.lastReceived = now
+            up.replyAwaitedSince = nil
             switch up.waiting {
             case .idle:
                 // The armed timer re-arms itself from the new last-traffic time
@@ -178,15 +188,26 @@ struct HeartbeatPolicy<Random: RandomNumberGenerator> {
         }
     }
 
-    /// Any frame was written.
-    mutating func frameSent(now: MonotonicInstant) -> Action {
+    /// Any frame was written; `awaitsReply` when the server must answer it
+    /// (DATA, OPEN). Only the first such frame after a receipt arms a timer.
+    mutating func frameSent(now: MonotonicInstant, awaitsReply: Bool = false) -> Action {
         switch state {
         case .down:
             return .none
         case .up(var up):
             up.lastSent = now
+            guard awaitsReply, up.replyAwaitedSince == nil else {
+                state = .up(up)
+                return .none
+            }
+            up.replyAwaitedSince = now
+            guard case .idle(let interval) = up.waiting else {
+                state = .up(up)
+                return .none
+            }
+            up.timer = makeTimerID()
             state = .up(up)
-            return .none
+            return .armTimer(up.timer, deadline: idleDue(up, interval: interval))
         }
     }
 
@@ -197,6 +218,7 @@ struct HeartbeatPolicy<Random: RandomNumberGenerator> {
             return .none
         case .up(var up):
             up.lastReceived = now
+            up.replyAwaitedSince = nil
             if let ping = up.outstanding, ping.id == id {
                 rtt.add(sample: now - ping.sentAt)
                 losses.record(lost: false)
@@ -222,7 +244,7 @@ struct HeartbeatPolicy<Random: RandomNumberGenerator> {
             guard up.timer == id else { return .none }
             switch up.waiting {
             case .idle(let interval):
-                let due = up.lastTraffic + interval
+                let due = idleDue(up, interval: interval)
                 guard now >= due else {
                     up.timer = makeTimerID()
                     state = .up(up)
@@ -250,11 +272,6 @@ struct HeartbeatPolicy<Random: RandomNumberGenerator> {
     /// the 15 s a link without samples gets.
     mutating func seedRTT(sample: Duration) {
         rtt.add(sample: sample)
-    }
-
-    /// A session waited too long for an ACK.
-    mutating func ackOverdue(now: MonotonicInstant) -> Action {
-        suspect(now: now)
     }
 
     /// The machine slept (see `SuspendDetector`): NAT mappings may be gone.
@@ -346,7 +363,15 @@ struct HeartbeatPolicy<Random: RandomNumberGenerator> {
         up.waiting = .idle(interval: interval)
         up.timer = makeTimerID()
         state = .up(up)
-        return .armTimer(up.timer, deadline: start + interval)
+        return .armTimer(up.timer, deadline: min(start + interval, idleDue(up, interval: interval)))
+    }
+
+    /// When an idle link PINGs: after `interval` of silence, or earlier when
+    /// a reply it is owed is overdue.
+    private func idleDue(_ up: Up, interval: Duration) -> MonotonicInstant {
+        let silent = up.lastTraffic + interval
+        guard let awaited = up.replyAwaitedSince else { return silent }
+        return min(silent, awaited + rtt.ackDeadline)
     }
 
     private mutating func jitteredInterval() -> Duration {

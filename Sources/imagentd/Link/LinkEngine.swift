@@ -141,11 +141,6 @@ final class LinkEngine: Sendable {
         core.value.send(frame)
     }
 
-    /// *On the loop.* A session waited too long for an ACK: PING at once.
-    func suspectLink() {
-        core.value.suspectLink()
-    }
-
     /// *On the loop.* The server broke the session protocol (a DATA seq gap,
     /// an ACK beyond what was sent): send ERROR PROTOCOL and drop the link;
     /// the next link resumes every session from what is stored.

@@ -114,8 +114,6 @@ final class LinkEngineCore {
     }
 
     /// A session waited too long for an ACK: test the link now.
-    func suspectLink() { perform(heartbeat.ackOverdue(now: .now)) }
-
     func sessionProtocolViolation(_ reason: String) {
         guard let connection, !connection.closing else { return }
         run(machine.protocolViolation(connection.attempt, code: .protocolError, reason: reason, now: .now))
@@ -521,7 +519,7 @@ final class LinkEngineCore {
     private func write(_ frame: Frame) {
         guard let channel = connection?.channel else { return }
         channel.writeAndFlush(frame, promise: nil)
-        perform(heartbeat.frameSent(now: .now))
+        perform(heartbeat.frameSent(now: .now, awaitsReply: frame.awaitsReply))
     }
 
     private func transitioned(from: LinkPhase, to: LinkPhase, reason: String) {
@@ -570,5 +568,19 @@ final class LinkEngineCore {
 extension MonotonicInstant {
     var nioDeadline: NIODeadline {
         NIODeadline.uptimeNanoseconds(UInt64(max(0, sinceOrigin.wholeNanoseconds)))
+    }
+}
+
+private extension Frame {
+    /// Whether the server must answer this frame (wire.md sections 4–5), so
+    /// that silence after it is a reason to suspect the link.
+    var awaitsReply: Bool {
+        switch self {
+        case .data, .open: true
+        case .hello, .helloOK, .login, .loginOK, .loginFail, .ping, .pong, .goaway, .error, .openOK, .openFail,
+            .close, .ack, .window:
+            // PINGs have their own deadline; the handshake has its stages' deadlines.
+            false
+        }
     }
 }

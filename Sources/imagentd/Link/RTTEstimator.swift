@@ -11,6 +11,10 @@
 /// a dead link keeps its clients waiting too long. Before any sample the
 /// deadline is the upper bound, because a guess must not kill a link.
 ///
+/// The ACK deadline (how long a sender waits for any answer before it
+/// suspects the link and PINGs) is the same RTO with a smaller margin, clamped
+/// to `[1 s, 15 s]`: a false suspicion costs only a PING.
+///
 /// | SRTT   | RTTVAR | PONG deadline          |
 /// |--------|--------|------------------------|
 /// | none   | none   | 15 s                   |
@@ -36,9 +40,19 @@ struct RTTEstimator: Hashable, Sendable {
         self.smoothed = smoothed * 7 / 8 + sample / 8
     }
 
+    static let ackMargin: Duration = .milliseconds(500)
+    static let ackDeadlineBounds: ClosedRange<Duration> = .seconds(1)...(.seconds(15))
+
     /// How long to wait for a PONG before counting its PING as lost.
     var pongDeadline: Duration {
         guard let smoothed, let variation else { return Self.pongDeadlineBounds.upperBound }
         return (smoothed + variation * 4 + Self.pongMargin).clamped(to: Self.pongDeadlineBounds)
+    }
+
+    /// How long a frame owed a reply (DATA, OPEN) may go unanswered, with
+    /// nothing else received either, before the link is suspected.
+    var ackDeadline: Duration {
+        guard let smoothed, let variation else { return Self.ackDeadlineBounds.upperBound }
+        return (smoothed + variation * 4 + Self.ackMargin).clamped(to: Self.ackDeadlineBounds)
     }
 }

@@ -36,7 +36,7 @@
 /// fix is to start the herd-prone case with a wide window: a lost
 /// *established* link is the correlated event, so its first retry is drawn
 /// from `[base, herdSpread]`. A lone agent pays 15 s on average for that,
-/// and only when nothing local explains the loss: a network change goes
+/// and only when nothing local explains the loss: a network change
 /// resets the policy and reconnects at once. Failures of fresh
 /// attempts (at start-up, after a user connect) are uncorrelated and start at
 /// `[base, 2 × base]`.

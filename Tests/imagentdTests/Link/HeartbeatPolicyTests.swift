@@ -104,8 +104,8 @@ import Testing
     @Test func linkIsDeclaredDead_afterTwoUnansweredPings() {
         var policy = Heartbeat(random: SplitMix64(seed: 1))
         _ = policy.linkEstablished(serverCeiling: nil, now: at(0))
-        guard case .sendPing(let first, let firstTimer, let firstDeadline) = policy.ackOverdue(now: at(1)) else {
-            Issue.record("an overdue ACK sends a PING at once")
+        guard case .sendPing(let first, let firstTimer, let firstDeadline) = policy.resumedFromSuspend(now: at(1)) else {
+            Issue.record("suspicion sends a PING at once")
             return
         }
         #expect(firstDeadline == at(16), "no RTT sample yet: the 15 s upper bound")
@@ -122,6 +122,51 @@ import Testing
         #expect(policy.frameReceived(now: at(32)) == .none, "nothing happens on a dead link")
     }
 
+    @Test func aSendLeftUnanswered_isSuspected_andADeadLinkFoundWithinSevenSeconds() {
+        var policy = Heartbeat(random: SplitMix64(seed: 1))
+        policy.seedRTT(sample: .milliseconds(5))
+        _ = policy.linkEstablished(serverCeiling: nil, now: at(0))
+        #expect(policy.frameSent(now: at(2)) == .none, "a frame owed no reply arms nothing")
+        guard case .armTimer(let ackTimer, let ackDue) = policy.frameSent(now: at(3), awaitsReply: true) else {
+            Issue.record("the first DATA after a receipt arms the ACK deadline")
+            return
+        }
+        #expect(ackDue == at(4), "5 ms RTT: the 1 s floor")
+        #expect(policy.frameSent(now: at(3.5), awaitsReply: true) == .none, "later sends keep the first deadline")
+        guard case .sendPing(_, let pongTimer, let pongDue) = policy.timerFired(ackTimer, now: ackDue) else {
+            Issue.record("nothing came back within the ACK deadline: PING at once")
+            return
+        }
+        guard case .sendPing(_, let secondTimer, let secondDue) = policy.timerFired(pongTimer, now: pongDue) else {
+            Issue.record("the lost PING is retried")
+            return
+        }
+        guard case .linkDead = policy.timerFired(secondTimer, now: secondDue) else {
+            Issue.record("two lost PINGs declare the link dead")
+            return
+        }
+        #expect(secondDue - at(3) <= .seconds(7), "ACK deadline + 2 PONG deadlines on a fast path")
+    }
+
+    @Test func aReceiptClearsTheOwedReply_andTheIdleTimerTakesOver() {
+        var policy = Heartbeat(random: SplitMix64(seed: 1))
+        policy.seedRTT(sample: .milliseconds(5))
+        guard case .armTimer(_, let idleDue) = policy.linkEstablished(serverCeiling: nil, now: at(0)) else {
+            Issue.record("the idle timer is armed when the link comes up")
+            return
+        }
+        guard case .armTimer(let ackTimer, let ackDue) = policy.frameSent(now: at(1), awaitsReply: true) else {
+            Issue.record("DATA arms the ACK deadline")
+            return
+        }
+        #expect(policy.frameReceived(now: at(1.2)) == .none, "the ACK arrives: no timer churn")
+        guard case .armTimer(_, let next) = policy.timerFired(ackTimer, now: ackDue) else {
+            Issue.record("with the reply received, the early firing only re-arms")
+            return
+        }
+        #expect(next == at(1.2) + (idleDue - at(0)), "the silence interval counts from the last frame")
+    }
+
     @Test func aFrameWhileWaitingForThePong_endsTheSuspicion() {
         var policy = Heartbeat(random: SplitMix64(seed: 1))
         _ = policy.linkEstablished(serverCeiling: nil, now: at(0))
@@ -129,7 +174,7 @@ import Testing
             Issue.record("a resume from suspend sends a PING at once")
             return
         }
-        #expect(policy.ackOverdue(now: at(2.5)) == .none, "one PING outstanding is enough")
+        #expect(policy.resumedFromSuspend(now: at(2.5)) == .none, "one PING outstanding is enough")
         guard case .armTimer = policy.frameReceived(now: at(3)) else {
             Issue.record("proof of life goes back to the idle timer")
             return

@@ -1,5 +1,7 @@
 import Foundation
+import IMLink
 import Testing
+@testable import imagentd
 
 @testable import imagentd
 
@@ -93,8 +95,28 @@ struct NetworkNamespaceTests {
         let flapFigure = relinked.at - upAt
         print("veth up → LOGIN_OK in \(String(format: "%.0f", flapFigure * 1000)) ms (network watcher)")
         #expect(flapFigure < 2.0, "the watcher brings the link back within about a second")
-
         await engine.shutdown()
+
+        // 4. Cut while a frame waits for its answer, on a link whose heartbeat
+        //    is a minute away: the overdue reply, not the interval, finds it.
+        configuration.heartbeatMin = .seconds(60)
+        configuration.heartbeatMax = .seconds(120)
+        configuration.watchNetwork = false
+        let (quiet, quietRecorder) = try startEngine(configuration)
+        try await quietRecorder.waitFor(timeout: 10, "LOGIN_OK with a 60 s heartbeat") { $0.isConnected }
+        mark = quietRecorder.count
+        try #require(topology.cut(), "nft rule")
+        let sentAt = nowSeconds()
+        let sent = try await quiet.eventLoop.submit {
+            quiet.send(.open(Open(session: 7, service: "echo", resumeAfter: 0)))
+        }.get()
+        #expect(sent)
+        let found = try await quietRecorder.waitFor(after: mark, timeout: 20, "death by overdue reply") { $0.leftConnected }
+        let overdueFigure = found.at - sentAt
+        print("netns cut with a frame awaiting its reply (heartbeat 60 s): link declared dead after "
+            + "\(String(format: "%.2f", overdueFigure)) s (ACK deadline ≥ 1 s + 2 PONG deadlines of 3 s) — \(found.transition.reason)")
+        #expect(overdueFigure <= 1 + 6 + 2)
+        await quiet.shutdown()
     }
 }
 

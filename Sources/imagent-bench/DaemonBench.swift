@@ -144,7 +144,7 @@ private func benchDaemon(durability: String, server: RefServer, token: String, o
 }
 
 /// One path's figures for one payload size: rates in messages per second, latencies in milliseconds.
-private struct Figures: Sendable {
+struct Figures: Sendable {
     var oneWay: Double
     var roundTrip: Double
     var p50: Double
@@ -165,14 +165,14 @@ extension Duration {
     var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }
 
-private func mib(_ kib: Int) -> String { kib < 0 ? "?" : "\(format(Double(kib) / 1024, decimals: 1)) MiB" }
+func mib(_ kib: Int) -> String { kib < 0 ? "?" : "\(format(Double(kib) / 1024, decimals: 1)) MiB" }
 
-private func loadAverage() -> String {
+func loadAverage() -> String {
     (readFile("/proc/loadavg") ?? "").split(separator: " ").prefix(3).joined(separator: " ")
 }
 
 /// Polls STATUS until the daemon's link is connected.
-private func waitForLink(_ daemon: DaemonProcess) async throws {
+func waitForLink(_ daemon: DaemonProcess) async throws {
     let client = try await IPCClient.connect(socketPath: daemon.socketPath, clientName: "imagent-bench")
     defer { Task { await client.close() } }
     for _ in 0..<150 {

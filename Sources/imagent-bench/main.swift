@@ -6,11 +6,15 @@ import Glibc
 //   imagent-bench codec [--seconds S]
 //   imagent-bench daemon [--messages N] [--requests R] [--sizes 64,1024,65536]
 //                        [--durability process,power] [--window W] [--sessions S] [--time-limit SECONDS]
+//   imagent-bench compare [--messages N] [--requests R] [--sizes 64,1024,65536] [--sessions 1,100]
+//                         [--durability power] [--window W] [--time-limit SECONDS]
 
 let usage = """
     usage: imagent-bench codec [--seconds S]
            imagent-bench daemon [--messages N] [--requests R] [--sizes 64,1024,65536]
                                 [--durability process,power] [--window W] [--sessions S] [--time-limit SECONDS]
+           imagent-bench compare [--messages N] [--requests R] [--sizes 64,1024,65536] [--sessions 1,100]
+                                 [--durability process|power] [--window W] [--time-limit SECONDS]
     """
 
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -45,6 +49,24 @@ case "daemon":
         exit(2)
     }
     exit(await runDaemonBench(options))
+case "compare":
+    var options = CompareBenchOptions()
+    if let value = option("--messages") { options.messages = Int(value) ?? 0 }
+    if let value = option("--requests") { options.requests = Int(value) ?? 0 }
+    if let value = option("--window") { options.window = Int(value) ?? 0 }
+    if let value = option("--time-limit") { options.timeLimitSeconds = Int(value) ?? 0 }
+    if let value = option("--sizes") { options.sizes = integers(value) ?? [] }
+    if let value = option("--sessions") { options.sessionCounts = integers(value) ?? [] }
+    if let value = option("--durability") { options.durability = value }
+    guard options.messages > 0, options.requests > 0, options.window > 0, options.timeLimitSeconds > 0,
+          !options.sizes.isEmpty, options.sizes.allSatisfy({ $0 > 0 }),
+          !options.sessionCounts.isEmpty, options.sessionCounts.allSatisfy({ $0 > 0 }),
+          options.durability == "process" || options.durability == "power"
+    else {
+        print(usage)
+        exit(2)
+    }
+    exit(await runCompareBench(options))
 default:
     print(usage)
     exit(2)

@@ -1,0 +1,160 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Logging
+import RefServer
+
+struct CompareBenchOptions: Sendable {
+    var messages = 20_000
+    var requests = 1_000
+    var sizes = [64, 1024, 65_536]
+    /// Concurrent sessions per row: each gets its own client (and, for
+    /// mosquitto, its own pair of MQTT clients and topics).
+    var sessionCounts = [1, 100]
+    var durability = "power"
+    /// Messages not yet done, at most, summed over a row's sessions.
+    var window = 256
+    var tunings = MosquittoBridge.Tuning.allCases
+    var timeLimitSeconds = 1_800
+}
+
+/// `imagent-bench compare`: one workload through imagentd, through two
+/// bridged mosquitto brokers (as shipped and tuned) and straight to the
+/// reference server, in one run, printed as a Markdown table with ratios.
+func runCompareBench(_ options: CompareBenchOptions) async -> Int32 {
+    let limit = options.timeLimitSeconds
+    Task.detached {
+        try await Task.sleep(for: .seconds(limit))
+        print("imagent-bench: time limit of \(limit) s reached; stopping")
+        if runningDaemonPID != 0 { kill(runningDaemonPID, SIGKILL) }
+        mosquittoPIDs.forEach { kill($0, SIGKILL) }
+        temporaryDirectories.forEach(removeDirectory)
+        exit(3)
+    }
+    var template = Array("/tmp/imagent-bench-ref-XXXXXX".utf8CString)
+    guard let made = mkdtemp(&template) else { return 1 }
+    let serverDirectory = String(cString: made)
+    temporaryDirectories.append(serverDirectory)
+    defer { removeDirectory(serverDirectory) }
+    let token = "imagent-bench-token"
+    var bridges: [(MosquittoBridge.Tuning, MosquittoBridge)] = []
+    var started: DaemonProcess?
+    do {
+        try writeFile(serverDirectory + "/token", token + "\n")
+        let server = try await RefServer.start(configuration: RefServerConfiguration(tokenFile: serverDirectory + "/token"),
+                                               logger: Logger(label: "refserver", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let daemon = try await DaemonProcess(serverAddress: server.address, token: token, durability: options.durability,
+                                             maxSessions: 1_000)
+        temporaryDirectories.append(daemon.directory)
+        started = daemon
+        for tuning in options.tunings { bridges.append((tuning, try await MosquittoBridge(tuning: tuning))) }
+        try await waitForLink(daemon)
+
+        print("machine: \(sysconf(Int32(_SC_NPROCESSORS_ONLN))) cores, load average \(loadAverage()) at start")
+        print("paths: imagentd (durability \"\(options.durability)\", release build) to the in-process reference server; "
+              + "mosquitto \(mosquittoVersion()) local broker bridged at QoS 1 to an upstream mosquitto "
+              + "(\(options.tunings.map(\.rawValue).joined(separator: ", "))); direct TCP to the same reference server")
+        print("one-way: \(grouped(options.messages)) messages, done when the far side has them all (server ACK of the last "
+              + "for imagentd and direct; arrival at the upstream subscriber for mosquitto); round trip: echoed back; "
+              + "at most \(options.window) messages not yet done in all. Latency: \(grouped(options.requests)) "
+              + "request/response pairs per session, one at a time per session.")
+        print("")
+        print("| payload | sessions | path | one-way msg/s | round-trip msg/s | p50 ms | p99 ms |")
+        print("|---:|---:|---|---:|---:|---:|---:|")
+        let (host, port, socket) = (server.host, server.port, daemon.socketPath)
+        for sessions in options.sessionCounts {
+            for size in options.sizes {
+                let label = size % 1024 == 0 ? "\(size / 1024) KiB" : "\(size) B"
+                func row(_ path: String, _ figures: Figures) {
+                    print("| \(label) | \(sessions) | \(path) | \(grouped(Int(figures.oneWay))) | \(grouped(Int(figures.roundTrip))) "
+                          + "| \(format(figures.p50, decimals: 3)) | \(format(figures.p99, decimals: 3)) |")
+                }
+                func ratio(_ name: String, _ a: Figures, _ b: Figures) {
+                    print("| \(label) | \(sessions) | \(name) | \(format(a.oneWay / b.oneWay, decimals: 2))× "
+                          + "| \(format(a.roundTrip / b.roundTrip, decimals: 2))× | \(format(a.p50 / b.p50, decimals: 2))× "
+                          + "| \(format(a.p99 / b.p99, decimals: 2))× |")
+                }
+                let shape = Shape(sessions: sessions, messages: options.messages, requests: options.requests, window: options.window)
+                let imagent = try await withDeadline(600, "\(label) × \(sessions) through imagentd") {
+                    try await shape.figures { completion, count, window in
+                        try await runThroughDaemon(socketPath: socket, completion: completion, size: size, count: count, window: window)
+                    }
+                }
+                row("imagentd", imagent)
+                var brokers: [(MosquittoBridge.Tuning, Figures)] = []
+                for (tuning, bridge) in bridges {
+                    let (local, upstream) = (bridge.localPort, bridge.upstreamPort)
+                    let figures = try await withDeadline(600, "\(label) × \(sessions) through mosquitto \(tuning.rawValue)") {
+                        try await shape.figures { completion, count, window in
+                            try await runThroughMosquitto(localPort: local, upstreamPort: upstream, completion: completion, size: size, count: count, window: window)
+                        }
+                    }
+                    row("mosquitto bridge, \(tuning.rawValue)", figures)
+                    brokers.append((tuning, figures))
+                }
+                let direct = try await withDeadline(600, "\(label) × \(sessions) direct") {
+                    try await shape.figures { completion, count, window in
+                        try await runDirect(host: host, port: port, token: token, completion: completion, size: size,
+                                            count: count, window: window)
+                    }
+                }
+                row("direct TCP", direct)
+                for (tuning, figures) in brokers { ratio("imagentd ÷ mosquitto \(tuning.rawValue)", imagent, figures) }
+                ratio("imagentd ÷ direct", imagent, direct)
+            }
+        }
+        print("")
+        let memory = bridges.map { "mosquitto \($0.0.rawValue): local \(mib($0.1.memory.local)), upstream \(mib($0.1.memory.upstream))" }
+        print("RSS at the end: imagentd \(mib(daemon.memory().rss)); " + memory.joined(separator: "; "))
+        print("load average \(loadAverage()) at the end")
+        await daemon.stop()
+        for (_, bridge) in bridges { await bridge.stop() }
+        try? await server.stop()
+        return 0
+    } catch {
+        print("imagent-bench compare: \(error)")
+        if let log = bridges.first?.1.log, !log.isEmpty { print("mosquitto's log (tail):\n\(String(log.suffix(2000)))") }
+        if let daemon = started { print("imagentd's log (tail):\n\(String(daemon.log.suffix(2000)))") }
+        await started?.stop()
+        for (_, bridge) in bridges { await bridge.stop() }
+        return 1
+    }
+}
+
+/// How a row's work is split over its sessions: each runs its share at the
+/// same time, with its share of the window; rates are total messages over
+/// the slowest session's time, latencies are pooled.
+private struct Shape: Sendable {
+    var sessions: Int
+    var messages: Int
+    var requests: Int
+    var window: Int
+
+    func figures(_ run: @escaping @Sendable (Completion, Int, Int) async throws -> RunResult) async throws -> Figures {
+        let (sessions, perSession) = (self.sessions, max(1, messages / sessions))
+        let perSessionWindow = max(1, window / sessions)
+        let requestsPerSession = max(1, requests / sessions)
+        return try await Figures(count: perSession * sessions, requests: requestsPerSession * sessions, window: window) { completion, _, window in
+            let (count, windowShare) = window == 1 ? (requestsPerSession, 1) : (perSession, perSessionWindow)
+            return try await withThrowingTaskGroup(of: RunResult.self) { group in
+                for _ in 0..<sessions { group.addTask { try await run(completion, count, windowShare) } }
+                var combined = RunResult(elapsed: .zero, latencies: [])
+                for try await result in group {
+                    combined.elapsed = max(combined.elapsed, result.elapsed)
+                    combined.latencies += result.latencies
+                }
+                return combined
+            }
+        }
+    }
+}
+
+private func mosquittoVersion() -> String {
+    // The Debian package's version, from dpkg's status file: no child process needed.
+    let status = readFile("/var/lib/dpkg/status") ?? ""
+    guard let start = status.firstRange(of: "Package: mosquitto\n") else { return "(version unknown)" }
+    for line in status[start.upperBound...].split(separator: "\n").prefix(12) where line.hasPrefix("Version: ") {
+        return String(line.dropFirst("Version: ".count))
+    }
+    return "(version unknown)"
+}

@@ -101,7 +101,7 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                // No swift-argument-parser: it links FoundationEssentials (see DaemonArguments).
             ]
         ),
         .executableTarget(

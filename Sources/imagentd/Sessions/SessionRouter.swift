@@ -145,28 +145,26 @@ struct SessionRouter<Random: RandomNumberGenerator> {
         // Changed in place (see `take`): a copy would copy `storingOut` with every message.
         var session = take(send.session)
         defer { sessions[send.session] = session }
-        do {
-            if let other = session.attachedClient, other != client.id {
-                return [.fail(client: client.id, request: request, .sessionBusy, "session \(send.session) is attached to another client")]
-            }
-            if case .failed(let code, let message) = session.upstream {
-                return [.fail(client: client.id, request: request, .upstreamRejected, "the server refused the session (\(WireCode(rawValue: code))): \(message)")]
-            }
-            guard send.payload.readableBytes <= limits.maxPayloadBytes else {
-                return [.fail(client: client.id, request: request, .payloadTooLarge,
-                              "\(send.payload.readableBytes) bytes exceed [limits] max_payload_bytes = \(limits.maxPayloadBytes)")]
-            }
-            guard session.outboxCount < limits.outboxMessages else {
-                return [.fail(client: client.id, request: request, .queueFull,
-                              "session \(send.session) has \(session.outboxCount) messages waiting ([limits] outbox_messages)")]
-            }
-            session.assignedSeq += 1
-            let seq = session.assignedSeq
-            let token = takeToken()
-            session.storingOut[seq] = (send.payload, token, false)
-            return [.persist(.appendOutbound(session: send.session, seq: seq, payload: send.payload),
-                             then: .accepted(client: client.id, request: request, session: send.session, seq: seq, token: token))]
+        if let other = session.attachedClient, other != client.id {
+            return [.fail(client: client.id, request: request, .sessionBusy, "session \(send.session) is attached to another client")]
         }
+        if case .failed(let code, let message) = session.upstream {
+            return [.fail(client: client.id, request: request, .upstreamRejected, "the server refused the session (\(WireCode(rawValue: code))): \(message)")]
+        }
+        guard send.payload.readableBytes <= limits.maxPayloadBytes else {
+            return [.fail(client: client.id, request: request, .payloadTooLarge,
+                          "\(send.payload.readableBytes) bytes exceed [limits] max_payload_bytes = \(limits.maxPayloadBytes)")]
+        }
+        guard session.outboxCount < limits.outboxMessages else {
+            return [.fail(client: client.id, request: request, .queueFull,
+                          "session \(send.session) has \(session.outboxCount) messages waiting ([limits] outbox_messages)")]
+        }
+        session.assignedSeq += 1
+        let seq = session.assignedSeq
+        let token = takeToken()
+        session.storingOut[seq] = (send.payload, token, false)
+        return [.persist(.appendOutbound(session: send.session, seq: seq, payload: send.payload),
+                         then: .accepted(client: client.id, request: request, session: send.session, seq: seq, token: token))]
     }
 
     mutating func clientAck(_ client: SessionClient, request: UInt32, session id: UInt64, seq: UInt64) -> [SessionAction] {
@@ -175,30 +173,28 @@ struct SessionRouter<Random: RandomNumberGenerator> {
         }
         var session = take(id)
         defer { sessions[id] = session }
-        do {
-            if let other = session.attachedClient, other != client.id {
-                return [.fail(client: client.id, request: request, .sessionBusy, "session \(id) is attached to another client")]
-            }
-            guard seq <= session.receivedSeq else {
-                return [.fail(client: client.id, request: request, .badRequest,
-                              "ACK \(seq) is beyond the last message of session \(id) (\(session.receivedSeq))")]
-            }
-            var actions: [SessionAction] = [.reply(client: client.id, request: request, .ok(.init()))]
-            guard seq > session.deliveredSeq else { return actions }
-            session.inbox.removeFirst(Int(seq - session.deliveredSeq))
-            session.deliveredSeq = seq
-            session.dispatchedSeq = max(session.dispatchedSeq, seq)
-            actions.append(.persist(.markDelivered(session: id, seq: seq), then: .deliveredStored(session: id, seq: seq)))
-            // Hysteresis: reopen at half the limit, so a reader at the edge does not flap the window.
-            if session.pausedUpstream, session.inboxCount < limits.inboxMessages / 2 {
-                session.pausedUpstream = false
-                if session.upstream == .open, link?.flow == true {
-                    actions.append(.send(.window(WindowUpdate(session: id, window: Session.defaultWindow))))
-                }
-                actions.append(.event(client: client.id, .sessionState(.init(session: id, state: session.state))))
-            }
-            return actions
+        if let other = session.attachedClient, other != client.id {
+            return [.fail(client: client.id, request: request, .sessionBusy, "session \(id) is attached to another client")]
         }
+        guard seq <= session.receivedSeq else {
+            return [.fail(client: client.id, request: request, .badRequest,
+                          "ACK \(seq) is beyond the last message of session \(id) (\(session.receivedSeq))")]
+        }
+        var actions: [SessionAction] = [.reply(client: client.id, request: request, .ok(.init()))]
+        guard seq > session.deliveredSeq else { return actions }
+        session.inbox.removeFirst(Int(seq - session.deliveredSeq))
+        session.deliveredSeq = seq
+        session.dispatchedSeq = max(session.dispatchedSeq, seq)
+        actions.append(.persist(.markDelivered(session: id, seq: seq), then: .deliveredStored(session: id, seq: seq)))
+        // Hysteresis: reopen at half the limit, so a reader at the edge does not flap the window.
+        if session.pausedUpstream, session.inboxCount < limits.inboxMessages / 2 {
+            session.pausedUpstream = false
+            if session.upstream == .open, link?.flow == true {
+                actions.append(.send(.window(WindowUpdate(session: id, window: Session.defaultWindow))))
+            }
+            actions.append(.event(client: client.id, .sessionState(.init(session: id, state: session.state))))
+        }
+        return actions
     }
 
     /// A client's connection is gone: its sessions live on, detached.

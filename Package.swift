@@ -30,7 +30,7 @@ let package = Package(
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
-        // glibc's mallopt, for the daemon's allocator settings (IMAgentDaemon.tuneAllocator).
+        // glibc's malloc_trim, which the Glibc module does not export (MemoryTrimmer).
         .systemLibrary(name: "CMalloc"),
 
         // The configuration file format (a strict TOML subset with line numbers).

@@ -1,2 +1,2 @@
-// glibc's allocator tuning (mallopt), which the Glibc module does not export.
+// glibc's allocator extensions (malloc_trim), which the Glibc module does not export.
 #include <malloc.h>

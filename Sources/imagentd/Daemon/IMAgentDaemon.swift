@@ -1,7 +1,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CMalloc
 import Logging
 
 /// `imagentd`: the connection agent daemon.
@@ -12,7 +11,6 @@ import Logging
 @main
 struct IMAgentDaemon {
     static func main() async {
-        tuneAllocator()
         let arguments: DaemonArguments
         do {
             arguments = try DaemonArguments(parsing: Array(CommandLine.arguments.dropFirst()))
@@ -99,16 +97,6 @@ struct IMAgentDaemon {
         try await DaemonRunner.run(configuration: configuration, reload: { try ConfigFileReader.load(path) },
                                    passedSockets: passedSockets, logLevel: logLevel, logger: logger)
     }
-}
-
-/// Blocks of 64 KiB and more (large payloads and the buffers that carry them) are
-/// mapped on their own and given back to the kernel when freed. glibc's default
-/// raises that threshold to the largest block freed so far, after which such
-/// blocks come from the heap and stay there: after a burst of 64 KiB messages the
-/// daemon kept 40–90 MB it no longer used (37 MiB against 20 MiB after the same
-/// benchmark runs, peak 99 MiB against 64 MiB).
-private func tuneAllocator() {
-    _ = mallopt(M_MMAP_THRESHOLD, 64 << 10)
 }
 
 /// Ends the process with `status` (after the message was printed).

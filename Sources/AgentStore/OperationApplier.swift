@@ -9,11 +9,31 @@ import SQLiteDatabase
 /// session's counters come before any write, so a caller's mistake (a duplicate
 /// seq, an unknown session) is reported with the numbers that explain it.
 ///
+/// A session's counters are read from its row once and then kept in memory
+/// (`cache`); the four sequence counters are written back once per session and
+/// transaction, just before COMMIT (`writeCounters`), not once per message. An
+/// append is therefore one INSERT. Every change to the cache is recorded
+/// (`transactionUndo`, and `submissionUndo` inside a savepoint), so a rollback
+/// puts the cache back exactly as the database goes back. Invariants: a session
+/// whose counters are not yet written back is in the cache; every other
+/// session's row is up to date, so reading it (a cache miss) gives the truth.
+/// An operation changes the cache only after its statements succeeded, so an
+/// operation that throws leaves the cache as it was.
+///
 /// Not `Sendable`: it lives on the writer thread only.
 final class OperationApplier {
     let database: SQLiteDatabase
     private var allocator: SessionIDAllocator
     private let bufferAllocator: ByteBufferAllocator = ByteBufferAllocator()
+
+    /// Counters of the sessions used since they were last evicted (see the type's comment).
+    private var cache: [UInt64: Counters] = [:]
+    /// The cache entries changed in the open transaction, with their values before it (nil: not cached).
+    private var transactionUndo: [UInt64: Counters?] = [:]
+    /// Sessions whose sequence counters changed in the open transaction: written back before COMMIT.
+    private var dirty: Set<UInt64> = []
+    /// Inside a submission's savepoint: the cache changes it made, oldest first, to undo on rollback.
+    private var submissionUndo: [(UInt64, Counters?)]?
 
     private let selectCounters: SQLiteStatement
     private let selectSessionExists: SQLiteStatement
@@ -21,13 +41,10 @@ final class OperationApplier {
     private let selectAllSessions: SQLiteStatement
     private let insertSession: SQLiteStatement
     private let insertOutbox: SQLiteStatement
-    private let updateSentSeq: SQLiteStatement
+    private let updateSeqs: SQLiteStatement
     private let deleteOutboxUpTo: SQLiteStatement
-    private let updateAckedSeq: SQLiteStatement
     private let insertInbox: SQLiteStatement
-    private let updateReceivedSeq: SQLiteStatement
     private let deleteInboxUpTo: SQLiteStatement
-    private let updateDeliveredSeq: SQLiteStatement
     private let updateFailed: SQLiteStatement
     private let updateClosed: SQLiteStatement
     private let deleteOutboxOfSession: SQLiteStatement
@@ -56,13 +73,11 @@ final class OperationApplier {
         insertSession = try database.prepare(
             "INSERT INTO sessions(\(Self.sessionColumns)) VALUES(?, ?, ?, ?, ?, 'open', NULL, 0, 0, 0, 0, ?)")
         insertOutbox = try database.prepare("INSERT INTO outbox(session, seq, payload, expires_ms) VALUES(?, ?, ?, ?)")
-        updateSentSeq = try database.prepare("UPDATE sessions SET sent_seq = ? WHERE id = ?")
+        updateSeqs = try database.prepare(
+            "UPDATE sessions SET sent_seq = ?, acked_seq = ?, received_seq = ?, delivered_seq = ? WHERE id = ?")
         deleteOutboxUpTo = try database.prepare("DELETE FROM outbox WHERE session = ? AND seq <= ?")
-        updateAckedSeq = try database.prepare("UPDATE sessions SET acked_seq = ? WHERE id = ?")
         insertInbox = try database.prepare("INSERT INTO inbox(session, seq, payload) VALUES(?, ?, ?)")
-        updateReceivedSeq = try database.prepare("UPDATE sessions SET received_seq = ? WHERE id = ?")
         deleteInboxUpTo = try database.prepare("DELETE FROM inbox WHERE session = ? AND seq <= ?")
-        updateDeliveredSeq = try database.prepare("UPDATE sessions SET delivered_seq = ? WHERE id = ?")
         updateFailed = try database.prepare("UPDATE sessions SET state = 'failed', failure_code = ? WHERE id = ?")
         updateClosed = try database.prepare("UPDATE sessions SET state = 'closed' WHERE id = ?")
         deleteOutboxOfSession = try database.prepare("DELETE FROM outbox WHERE session = ?")
@@ -126,14 +141,68 @@ final class OperationApplier {
             try selectMetadata.bind(key, at: 1)
             return .metadata(try selectMetadata.step() ? selectMetadata.text(at: 0) : nil)
         case .session(let id):
+            try writeCounters()
             return .sessionRecord(try sessionRecord(id))
         case .outbound(let session, let after, let limit):
             return .outbound(try outbound(session: session, after: after, limit: limit))
         case .inbound(let session, let after, let limit):
             return .inbound(try inbound(session: session, after: after, limit: limit))
         case .load:
+            try writeCounters()
             return .snapshot(try load())
         }
+    }
+
+    // MARK: Transactions (called by StoreWriter)
+
+    /// A submission of several operations starts, inside its savepoint.
+    func beginSubmission() {
+        submissionUndo = []
+    }
+
+    /// The submission's savepoint was released (`keep`) or rolled back.
+    func endSubmission(keep: Bool) {
+        if !keep, let undo = submissionUndo {
+            for (id, previous) in undo.reversed() { cache[id] = previous }
+        }
+        submissionUndo = nil
+    }
+
+    /// Writes the changed sequence counters to their rows; before COMMIT, and before
+    /// anything reads them from the table. They stay dirty until the commit: a rolled
+    /// back savepoint may undo this write, and COMMIT then writes them again.
+    func writeCounters() throws(SQLiteError) {
+        for id in dirty {
+            guard let counters = cache[id] else { continue }  // created and rolled back
+            try updateSeqs.run([.integer(Int64(bitPattern: counters.sent)), .integer(Int64(bitPattern: counters.acked)),
+                                .integer(Int64(bitPattern: counters.received)), .integer(Int64(bitPattern: counters.delivered)),
+                                .integer(Int64(bitPattern: id))])
+        }
+    }
+
+    /// The transaction committed: the cache is the truth. Closed sessions leave the
+    /// cache (their rows are up to date), so it holds only sessions in use.
+    func transactionCommitted() {
+        for id in transactionUndo.keys where cache[id]?.state == .closed { cache[id] = nil }
+        transactionUndo.removeAll(keepingCapacity: true)
+        dirty.removeAll(keepingCapacity: true)
+    }
+
+    /// The transaction was rolled back: so is the cache.
+    func transactionRolledBack() {
+        for (id, previous) in transactionUndo { cache[id] = previous }
+        transactionUndo.removeAll(keepingCapacity: true)
+        dirty.removeAll(keepingCapacity: true)
+        submissionUndo = nil
+    }
+
+    /// Every change to the cache goes through here, so it can be undone.
+    private func setCounters(_ id: UInt64, _ counters: Counters, seqsChanged: Bool) {
+        let previous = cache[id]
+        if transactionUndo.index(forKey: id) == nil { transactionUndo[id] = .some(previous) }
+        submissionUndo?.append((id, previous))
+        cache[id] = counters
+        if seqsChanged { dirty.insert(id) }
     }
 
     // MARK: Sessions
@@ -147,14 +216,18 @@ final class OperationApplier {
     }
 
     private func counters(_ session: UInt64) throws -> Counters {
+        if let cached = cache[session] { return cached }
         defer { selectCounters.reset() }
         try selectCounters.bind(Int64(bitPattern: session), at: 1)
         guard try selectCounters.step() else { throw StoreError.unknownSession(session) }
-        return Counters(state: try Self.state(selectCounters.text(at: 0)),
-                        sent: UInt64(bitPattern: selectCounters.integer(at: 1)),
-                        acked: UInt64(bitPattern: selectCounters.integer(at: 2)),
-                        received: UInt64(bitPattern: selectCounters.integer(at: 3)),
-                        delivered: UInt64(bitPattern: selectCounters.integer(at: 4)))
+        let counters = Counters(state: try Self.state(selectCounters.text(at: 0)),
+                                sent: UInt64(bitPattern: selectCounters.integer(at: 1)),
+                                acked: UInt64(bitPattern: selectCounters.integer(at: 2)),
+                                received: UInt64(bitPattern: selectCounters.integer(at: 3)),
+                                delivered: UInt64(bitPattern: selectCounters.integer(at: 4)))
+        // Recorded like a change: the row may be one this transaction created and may roll back.
+        setCounters(session, counters, seqsChanged: false)
+        return counters
     }
 
     private func sessionExists(_ id: UInt64) throws(SQLiteError) -> Bool {
@@ -184,14 +257,19 @@ final class OperationApplier {
         // CLOSE is final: a late OPEN_FAIL for a session the owner already closed changes nothing.
         guard current.state != .closed else { return }
         try updateFailed.run([code.map { .integer(Int64($0)) } ?? .null, .integer(Int64(bitPattern: session))])
+        var changed = current
+        changed.state = .failed
+        setCounters(session, changed, seqsChanged: false)
     }
 
     private func closeSession(_ session: UInt64) throws {
-        _ = try counters(session)
+        var changed = try counters(session)
         let id = SQLiteValue.integer(Int64(bitPattern: session))
         try deleteOutboxOfSession.run([id])
         try deleteInboxOfSession.run([id])
         try updateClosed.run([id])
+        changed.state = .closed
+        setCounters(session, changed, seqsChanged: false)
     }
 
     private func sessionRecord(_ id: UInt64) throws -> SessionRecord? {
@@ -212,7 +290,9 @@ final class OperationApplier {
         try payload.withUnsafeReadableBytes { (bytes) throws(SQLiteError) in try insertOutbox.bind(bytes: bytes, at: 3) }
         if let expiresAtMS { try insertOutbox.bind(expiresAtMS, at: 4) } else { try insertOutbox.bindNull(at: 4) }
         try insertOutbox.step()
-        try updateSentSeq.run([.integer(Int64(bitPattern: seq)), .integer(Int64(bitPattern: session))])
+        var changed = current
+        changed.sent = seq
+        setCounters(session, changed, seqsChanged: true)
     }
 
     private func markAcked(session: UInt64, upTo: UInt64) throws {
@@ -222,9 +302,10 @@ final class OperationApplier {
         }
         // ACKs are cumulative and may repeat (wire.md §5): an old one changes nothing.
         guard upTo > current.acked else { return }
-        let id = SQLiteValue.integer(Int64(bitPattern: session))
-        try deleteOutboxUpTo.run([id, .integer(Int64(bitPattern: upTo))])
-        try updateAckedSeq.run([.integer(Int64(bitPattern: upTo)), id])
+        try deleteOutboxUpTo.run([.integer(Int64(bitPattern: session)), .integer(Int64(bitPattern: upTo))])
+        var changed = current
+        changed.acked = upTo
+        setCounters(session, changed, seqsChanged: true)
     }
 
     private func expireOutbound(nowMS: Int64) throws(SQLiteError) -> [ExpiredMessage] {
@@ -264,7 +345,9 @@ final class OperationApplier {
         try insertInbox.bind(Int64(bitPattern: seq), at: 2)
         try payload.withUnsafeReadableBytes { (bytes) throws(SQLiteError) in try insertInbox.bind(bytes: bytes, at: 3) }
         try insertInbox.step()
-        try updateReceivedSeq.run([.integer(Int64(bitPattern: seq)), .integer(Int64(bitPattern: session))])
+        var changed = current
+        changed.received = seq
+        setCounters(session, changed, seqsChanged: true)
     }
 
     private func markDelivered(session: UInt64, upTo: UInt64) throws {
@@ -273,9 +356,10 @@ final class OperationApplier {
             throw StoreError.ackBeyondStored(session: session, seq: upTo, highest: current.received, direction: .inbound)
         }
         guard upTo > current.delivered else { return }
-        let id = SQLiteValue.integer(Int64(bitPattern: session))
-        try deleteInboxUpTo.run([id, .integer(Int64(bitPattern: upTo))])
-        try updateDeliveredSeq.run([.integer(Int64(bitPattern: upTo)), id])
+        try deleteInboxUpTo.run([.integer(Int64(bitPattern: session)), .integer(Int64(bitPattern: upTo))])
+        var changed = current
+        changed.delivered = upTo
+        setCounters(session, changed, seqsChanged: true)
     }
 
     private func inbound(session: UInt64, after: UInt64, limit: Int) throws(SQLiteError) -> [InboundMessage] {

@@ -6,10 +6,13 @@ import SQLiteDatabase
 ///
 /// A batch is every submission the queue collected while the previous commit
 /// ran. It is applied in ONE transaction (`BEGIN IMMEDIATE … COMMIT`), each
-/// submission inside its own savepoint:
+/// submission of several operations inside its own savepoint:
 ///
 /// - a submission that breaks a rule (duplicate seq, unknown session, …) is
-///   rolled back to its savepoint and fails alone; the rest of the batch commits;
+///   rolled back to its savepoint and fails alone; the rest of the batch commits.
+///   A submission of one operation needs no savepoint (the daemon's are all of
+///   one): an operation checks its rules before it writes, and a statement that
+///   fails on a constraint is undone by SQLite alone;
 /// - a SQLite failure (full, I/O, …) rolls back the whole transaction and fails
 ///   every submission of the batch with the same `StoreError`, so the file is
 ///   exactly as before the batch;
@@ -93,13 +96,16 @@ final class StoreWriter: @unchecked Sendable {
                 outcomes.append(try applySubmission(batch[index]))
                 operationCount += batch[index].count
             }
+            try writeCounters()
             try step(commit)
         } catch {
             // SQLite may already have rolled back (it does on some I/O and full errors).
             if database.isInTransaction { try? database.execute("ROLLBACK") }
+            applier.transactionRolledBack()
             statistics.withLockedValue { $0.failedCommits += 1 }
             throw error
         }
+        applier.transactionCommitted()
         statistics.withLockedValue {
             $0.commits += 1
             $0.operations += operationCount
@@ -112,7 +118,9 @@ final class StoreWriter: @unchecked Sendable {
     /// One submission inside its savepoint: its outcome when it succeeded or broke
     /// a rule; throws only for failures that doom the whole transaction.
     private func applySubmission(_ operations: [StoreOperation]) throws(StoreError) -> Result<[StoreResult], StoreError> {
+        if operations.count == 1 { return try applyAlone(operations[0]) }
         try step(savepoint)
+        applier.beginSubmission()
         do {
             var results: [StoreResult] = []
             results.reserveCapacity(operations.count)
@@ -120,6 +128,7 @@ final class StoreWriter: @unchecked Sendable {
                 results.append(try applier.apply(operation))
             }
             try step(releaseSavepoint)
+            applier.endSubmission(keep: true)
             return .success(results)
         } catch let error as StoreError where !error.isBatchFailure {
             try undoSubmission()
@@ -138,9 +147,38 @@ final class StoreWriter: @unchecked Sendable {
         }
     }
 
+    private func writeCounters() throws(StoreError) {
+        do {
+            try applier.writeCounters()
+        } catch {
+            throw StoreError(error)
+        }
+    }
+
     private func undoSubmission() throws(StoreError) {
+        applier.endSubmission(keep: false)
         try step(rollbackToSavepoint)
         try step(releaseSavepoint)
+    }
+
+    /// A submission of one operation, without a savepoint (see the type's comment):
+    /// when it breaks a rule it has written nothing.
+    private func applyAlone(_ operation: StoreOperation) throws(StoreError) -> Result<[StoreResult], StoreError> {
+        do {
+            return .success([try applier.apply(operation)])
+        } catch let error as StoreError where !error.isBatchFailure {
+            return .failure(error)
+        } catch let error as SQLiteError where error.primaryCode == SQLITE_CONSTRAINT {
+            // SQLite undid the failing statement; the operation's earlier statements, if
+            // any, cannot fail on a constraint, so nothing of it remains.
+            return .failure(.database(error.description))
+        } catch let error as StoreError {
+            throw error
+        } catch let error as SQLiteError {
+            throw StoreError(error)
+        } catch {
+            throw StoreError.database("\(error)")
+        }
     }
 
     private func step(_ statement: SQLiteStatement) throws(StoreError) {

@@ -95,6 +95,42 @@ struct QueueTests {
         }
     }
 
+    @Test func cachedCounters_reachTheRowAtCommit_andARolledBackSubmissionLeavesThemAsBefore() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.databasePath
+        let id = try await reopen(path) { store in
+            let session = try await store.newSession()
+            // One batch: appends and acknowledgements in both directions, and a failing
+            // submission in the middle whose first operation must not move sent_seq.
+            let futures = [
+                store.perform([.appendOutbound(session: session.id, seq: 1, payload: bytes("1"), expiresAtMS: nil)], on: testLoop),
+                store.perform([.appendOutbound(session: session.id, seq: 2, payload: bytes("2"), expiresAtMS: nil)], on: testLoop),
+                store.perform([.appendOutbound(session: session.id, seq: 3, payload: bytes("3"), expiresAtMS: nil),
+                               .markAcked(session: session.id, upTo: 9)], on: testLoop),
+                store.perform([.appendInbound(session: session.id, seq: 1, payload: bytes("a"))], on: testLoop),
+                store.perform([.markAcked(session: session.id, upTo: 1)], on: testLoop),
+                store.perform([.markDelivered(session: session.id, upTo: 1)], on: testLoop),
+            ]
+            for (index, future) in futures.enumerated() {
+                if index == 2 {
+                    await #expect(throws: StoreError.self) { try await future.get() }
+                } else {
+                    _ = try await future.get()
+                }
+            }
+            // Read back in the same transaction as a write, before its commit.
+            let read = try await store.perform([.appendOutbound(session: session.id, seq: 3, payload: bytes("3"), expiresAtMS: nil),
+                                                .session(session.id)], on: testLoop).get()
+            guard case .sessionRecord(let record?) = read[1] else { Issue.record("no record: \(read)"); return session.id }
+            #expect([record.sentSeq, record.ackedSeq, record.receivedSeq, record.deliveredSeq] == [3, 1, 1, 1])
+            return session.id
+        }
+        // A restarted store reads the rows only.
+        let record = try await reopen(path) { try await $0.session(id, on: testLoop).get() }
+        #expect([record?.sentSeq, record?.ackedSeq, record?.receivedSeq, record?.deliveredSeq] == [3, 1, 1, 1])
+    }
+
     @Test func expireOutbound_removesOnlyDueMessages_andReportsThemInOrder() async throws {
         try await withStore { store, _ in
             let a = try await store.newSession()

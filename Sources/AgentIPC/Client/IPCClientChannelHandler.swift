@@ -36,6 +36,8 @@ final class IPCClientChannelHandler: ChannelDuplexHandler {
     private var eventsWanted = true
     /// A `read` held back while nobody wants what it would bring.
     private var readHeld = false
+    /// A flush is queued on the loop for the frames written in this turn (see `flushSoon`).
+    private var flushScheduled = false
 
     init(channel: any Channel) {
         let made = IPCEvents.Producer.makeSequence(
@@ -76,7 +78,8 @@ final class IPCClientChannelHandler: ChannelDuplexHandler {
         guard let context else { return promise.fail(IPCClientError.closed) }
         var buffer = context.channel.allocator.buffer(capacity: 64)
         IPCFrame(request: 0, message: message).encode(into: &buffer)
-        context.writeAndFlush(wrapOutboundOut(buffer), promise: promise)
+        context.write(wrapOutboundOut(buffer), promise: promise)
+        flushSoon(context)
     }
 
     /// Gives up on the request whose reply `promise` waits for (task cancelled).
@@ -199,7 +202,20 @@ final class IPCClientChannelHandler: ChannelDuplexHandler {
             let reason = "writing \(frame.message.op) failed: \(error)"
             self.failRequest(id, with: IPCClientError.connectionLost(reason: reason))
         }
-        context.writeAndFlush(wrapOutboundOut(buffer), promise: written)
+        context.write(wrapOutboundOut(buffer), promise: written)
+        flushSoon(context)
+    }
+
+    /// One flush (one `writev`) for the requests of one turn of the loop: concurrent
+    /// `send` calls arrive as separate tasks and would otherwise cost a system call
+    /// each. The flush runs right after the current work, so a lone request waits for nothing.
+    private func flushSoon(_ context: ChannelHandlerContext) {
+        guard !flushScheduled else { return }
+        flushScheduled = true
+        context.eventLoop.assumeIsolated().execute {
+            self.flushScheduled = false
+            self.context?.flush()
+        }
     }
 
     /// Request ids run 1, 2, … and wrap, skipping 0 (no reply) and any id

@@ -1,34 +1,55 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import ArgumentParser
 import Logging
 
 /// `imagentd`: the connection agent daemon.
+///
+/// The options are parsed by hand (`DaemonArguments`), not with
+/// swift-argument-parser: that package links FoundationEssentials, about 2 MB
+/// of resident memory for a daemon that otherwise needs none of it.
 @main
-struct IMAgentDaemon: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "imagentd",
-        abstract: "Keeps one persistent link to an IM server and shares it with local programs.",
-        discussion: """
-            Local programs connect to the IPC socket (Agent IPC/1, imagent-ipc(7)); `imagent` \
-            queries and controls the daemon. Signals: SIGTERM and SIGINT shut down gracefully, \
-            SIGHUP re-reads the configuration. Exit status: 0 after a clean shutdown, 78 when the \
-            configuration file is invalid, 1 when the daemon cannot start or run.
-            """)
+struct IMAgentDaemon {
+    static func main() async {
+        let arguments: DaemonArguments
+        do {
+            arguments = try DaemonArguments(parsing: Array(CommandLine.arguments.dropFirst()))
+        } catch {
+            printError("Error: \(error)")
+            printError(DaemonArguments.usage)
+            exit(64)  // EX_USAGE, as swift-argument-parser exits on a usage error.
+        }
+        switch arguments.action {
+        case .help:
+            printLine(DaemonArguments.help)
+            exit(0)
+        case .version:
+            printLine(DaemonCore.version)
+            exit(0)
+        case .run:
+            break
+        }
+        do {
+            try await IMAgentDaemon(arguments).run()
+        } catch let exit as DaemonExit {
+            Glibc.exit(exit.status)
+        } catch {
+            printError("imagentd: \(error)")
+            exit(1)
+        }
+    }
 
-    @Option(name: .customLong("config"), help: ArgumentHelp("Run with this configuration file.", valueName: "file"))
-    var configPath = "/etc/imagent/imagentd.toml"
-
-    @Option(name: .customLong("check-config"),
-            help: ArgumentHelp("Validate this configuration file and exit: 0 when valid, 1 with file:line errors.", valueName: "file"))
+    var configPath: String
     var checkConfigPath: String?
+    var development: Bool
+    var developmentDirectory: String
 
-    @Flag(name: .customLong("dev"), help: "Development mode: no configuration file, an embedded loopback reference server.")
-    var development = false
-
-    @Option(name: .customLong("dev-dir"), help: ArgumentHelp("Folder for development mode's state, token and socket.", valueName: "dir"))
-    var developmentDirectory = ".dev"
+    init(_ arguments: DaemonArguments) {
+        configPath = arguments.configPath
+        checkConfigPath = arguments.checkConfigPath
+        development = arguments.development
+        developmentDirectory = arguments.developmentDirectory
+    }
 
     func run() async throws {
         if let checkConfigPath {
@@ -38,7 +59,7 @@ struct IMAgentDaemon: AsyncParsableCommand {
                 return
             } catch {
                 printError("\(error)")
-                throw ExitCode(1)
+                throw DaemonExit(status: 1)
             }
         }
 
@@ -48,7 +69,7 @@ struct IMAgentDaemon: AsyncParsableCommand {
             passedSockets = try SocketActivation.listeningSockets()
         } catch {
             printError("imagentd: \(error)")
-            throw ExitCode(1)
+            throw DaemonExit(status: 1)
         }
         let logLevel = DaemonLogging.bootstrap(level: .info)
         let logger = Logger(label: "imagentd")
@@ -69,13 +90,18 @@ struct IMAgentDaemon: AsyncParsableCommand {
             printError("\(error)")
             printError("imagentd: not started; fix the configuration (check it with `imagentd --check-config \(configPath)`)")
             // EX_CONFIG: the unit does not restart on it (RestartPreventExitStatus), as a restart cannot fix the file.
-            throw ExitCode(78)
+            throw DaemonExit(status: 78)
         }
         logLevel.level = Logger.Level(configuration.logLevel)
         let path = configPath
         try await DaemonRunner.run(configuration: configuration, reload: { try ConfigFileReader.load(path) },
                                    passedSockets: passedSockets, logLevel: logLevel, logger: logger)
     }
+}
+
+/// Ends the process with `status` (after the message was printed).
+struct DaemonExit: Error {
+    var status: Int32
 }
 
 /// Writes one line to standard error, unbuffered (the `stderr` global is

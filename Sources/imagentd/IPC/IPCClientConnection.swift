@@ -13,6 +13,8 @@ final class IPCClientConnection {
     var greeted = false
     /// Subscribed to EVENT frames (WATCH).
     var watching = false
+    /// A flush is queued on the loop for what was written in this turn.
+    private var flushScheduled = false
 
     /// Bytes the daemon may queue for a client beyond the channel's high water
     /// mark before it gives up on that client: replies and small events only,
@@ -61,7 +63,21 @@ final class IPCClientConnection {
             channel.close(promise: nil)
             return
         }
-        channel.writeAndFlush(frame, promise: nil)
+        channel.write(frame, promise: nil)
+        scheduleFlush()
+    }
+
+    /// One flush, so one `writev`, for everything written to this client in one turn
+    /// of the loop (a group commit's ACCEPTED replies, a batch of MESSAGEs), instead
+    /// of one system call per frame. The flush runs as soon as the current work on
+    /// the loop is done, so a lone reply is not delayed.
+    private func scheduleFlush() {
+        guard !flushScheduled else { return }
+        flushScheduled = true
+        channel.eventLoop.assumeIsolated().execute { [self] in
+            flushScheduled = false
+            channel.flush()
+        }
     }
 }
 

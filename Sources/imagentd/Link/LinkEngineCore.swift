@@ -63,6 +63,8 @@ final class LinkEngineCore {
     // list, so actions always run in the order the cores returned them.
     private var pending: [LinkAction] = []
     private var draining = false
+    /// A flush of the link's channel is queued on the loop (see `scheduleFlush`).
+    private var flushScheduled = false
 
     init(
         configuration: LinkConfiguration,
@@ -518,8 +520,22 @@ final class LinkEngineCore {
 
     private func write(_ frame: Frame) {
         guard let channel = connection?.channel else { return }
-        channel.writeAndFlush(frame, promise: nil)
+        channel.write(frame, promise: nil)
+        scheduleFlush(channel)
         perform(heartbeat.frameSent(now: .now, awaitsReply: frame.awaitsReply))
+    }
+
+    /// One flush (one `writev`) for every frame written in this turn of the loop:
+    /// the DATA frames of a group commit, the ACKs of a flush, go out together.
+    private func scheduleFlush(_ channel: Channel) {
+        guard !flushScheduled else { return }
+        flushScheduled = true
+        loop.assumeIsolated().execute { [self] in
+            flushScheduled = false
+            channel.flush()
+            // A new connection written to in the same turn (not seen so far, but cheap to cover).
+            if let current = connection?.channel, current !== channel { current.flush() }
+        }
     }
 
     private func transitioned(from: LinkPhase, to: LinkPhase, reason: String) {

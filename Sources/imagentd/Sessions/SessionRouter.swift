@@ -139,63 +139,62 @@ struct SessionRouter<Random: RandomNumberGenerator> {
     }
 
     mutating func clientSend(_ client: SessionClient, request: UInt32, _ send: IPCMessage.Send) -> [SessionAction] {
-        switch authorize(client, send.session) {
-        case .failure(let refusal):
+        if let refusal = refusal(client, send.session) {
             return [.fail(client: client.id, request: request, refusal.code, refusal.text)]
-        case .success(var session):
-            if let other = session.attachedClient, other != client.id {
-                return [.fail(client: client.id, request: request, .sessionBusy, "session \(send.session) is attached to another client")]
-            }
-            if case .failed(let code, let message) = session.upstream {
-                return [.fail(client: client.id, request: request, .upstreamRejected, "the server refused the session (\(WireCode(rawValue: code))): \(message)")]
-            }
-            guard send.payload.readableBytes <= limits.maxPayloadBytes else {
-                return [.fail(client: client.id, request: request, .payloadTooLarge,
-                              "\(send.payload.readableBytes) bytes exceed [limits] max_payload_bytes = \(limits.maxPayloadBytes)")]
-            }
-            guard session.outboxCount < limits.outboxMessages else {
-                return [.fail(client: client.id, request: request, .queueFull,
-                              "session \(send.session) has \(session.outboxCount) messages waiting ([limits] outbox_messages)")]
-            }
-            session.assignedSeq += 1
-            let seq = session.assignedSeq
-            let token = takeToken()
-            session.storingOut[seq] = (send.payload, token, false)
-            sessions[send.session] = session
-            return [.persist(.appendOutbound(session: send.session, seq: seq, payload: send.payload),
-                             then: .accepted(client: client.id, request: request, session: send.session, seq: seq, token: token))]
         }
+        // Changed in place (see `take`): a copy would copy `storingOut` with every message.
+        var session = take(send.session)
+        defer { sessions[send.session] = session }
+        if let other = session.attachedClient, other != client.id {
+            return [.fail(client: client.id, request: request, .sessionBusy, "session \(send.session) is attached to another client")]
+        }
+        if case .failed(let code, let message) = session.upstream {
+            return [.fail(client: client.id, request: request, .upstreamRejected, "the server refused the session (\(WireCode(rawValue: code))): \(message)")]
+        }
+        guard send.payload.readableBytes <= limits.maxPayloadBytes else {
+            return [.fail(client: client.id, request: request, .payloadTooLarge,
+                          "\(send.payload.readableBytes) bytes exceed [limits] max_payload_bytes = \(limits.maxPayloadBytes)")]
+        }
+        guard session.outboxCount < limits.outboxMessages else {
+            return [.fail(client: client.id, request: request, .queueFull,
+                          "session \(send.session) has \(session.outboxCount) messages waiting ([limits] outbox_messages)")]
+        }
+        session.assignedSeq += 1
+        let seq = session.assignedSeq
+        let token = takeToken()
+        session.storingOut[seq] = (send.payload, token, false)
+        return [.persist(.appendOutbound(session: send.session, seq: seq, payload: send.payload),
+                         then: .accepted(client: client.id, request: request, session: send.session, seq: seq, token: token))]
     }
 
     mutating func clientAck(_ client: SessionClient, request: UInt32, session id: UInt64, seq: UInt64) -> [SessionAction] {
-        switch authorize(client, id) {
-        case .failure(let refusal):
+        if let refusal = refusal(client, id) {
             return [.fail(client: client.id, request: request, refusal.code, refusal.text)]
-        case .success(var session):
-            if let other = session.attachedClient, other != client.id {
-                return [.fail(client: client.id, request: request, .sessionBusy, "session \(id) is attached to another client")]
-            }
-            guard seq <= session.receivedSeq else {
-                return [.fail(client: client.id, request: request, .badRequest,
-                              "ACK \(seq) is beyond the last message of session \(id) (\(session.receivedSeq))")]
-            }
-            var actions: [SessionAction] = [.reply(client: client.id, request: request, .ok(.init()))]
-            guard seq > session.deliveredSeq else { return actions }
-            session.inbox.removeFirst(Int(seq - session.deliveredSeq))
-            session.deliveredSeq = seq
-            session.dispatchedSeq = max(session.dispatchedSeq, seq)
-            actions.append(.persist(.markDelivered(session: id, seq: seq), then: .deliveredStored(session: id, seq: seq)))
-            // Hysteresis: reopen at half the limit, so a reader at the edge does not flap the window.
-            if session.pausedUpstream, session.inboxCount < limits.inboxMessages / 2 {
-                session.pausedUpstream = false
-                if session.upstream == .open, link?.flow == true {
-                    actions.append(.send(.window(WindowUpdate(session: id, window: Session.defaultWindow))))
-                }
-                actions.append(.event(client: client.id, .sessionState(.init(session: id, state: session.state))))
-            }
-            sessions[id] = session
-            return actions
         }
+        var session = take(id)
+        defer { sessions[id] = session }
+        if let other = session.attachedClient, other != client.id {
+            return [.fail(client: client.id, request: request, .sessionBusy, "session \(id) is attached to another client")]
+        }
+        guard seq <= session.receivedSeq else {
+            return [.fail(client: client.id, request: request, .badRequest,
+                          "ACK \(seq) is beyond the last message of session \(id) (\(session.receivedSeq))")]
+        }
+        var actions: [SessionAction] = [.reply(client: client.id, request: request, .ok(.init()))]
+        guard seq > session.deliveredSeq else { return actions }
+        session.inbox.removeFirst(Int(seq - session.deliveredSeq))
+        session.deliveredSeq = seq
+        session.dispatchedSeq = max(session.dispatchedSeq, seq)
+        actions.append(.persist(.markDelivered(session: id, seq: seq), then: .deliveredStored(session: id, seq: seq)))
+        // Hysteresis: reopen at half the limit, so a reader at the edge does not flap the window.
+        if session.pausedUpstream, session.inboxCount < limits.inboxMessages / 2 {
+            session.pausedUpstream = false
+            if session.upstream == .open, link?.flow == true {
+                actions.append(.send(.window(WindowUpdate(session: id, window: Session.defaultWindow))))
+            }
+            actions.append(.event(client: client.id, .sessionState(.init(session: id, state: session.state))))
+        }
+        return actions
     }
 
     /// A client's connection is gone: its sessions live on, detached.
@@ -383,6 +382,32 @@ extension SessionRouter {
         var text: String
     }
 
+    /// Why `client` may not use session `id`, or nil when it may (see `authorize`).
+    private func refusal(_ client: SessionClient, _ id: UInt64) -> Refusal? {
+        guard id != 0, let owner = sessions[id]?.owner else {
+            if closedIDs.contains(id) { return Refusal(code: .sessionClosed, text: "session \(id) is closed") }
+            return Refusal(code: .unknownSession, text: "no session \(id)")
+        }
+        guard owner == client.uid || client.isAdmin else {
+            return Refusal(code: .permissionDenied, text: "session \(id) belongs to another user")
+        }
+        return nil
+    }
+
+    /// Takes session `id` (which must exist) out of `sessions` to change it; put it
+    /// back with `sessions[id] = session` before anything else looks it up.
+    ///
+    /// `var session = sessions[id]; …; sessions[id] = session` changes a copy while
+    /// the dictionary still holds the original, so the first change to a queue or
+    /// a `storing` table copies all of it (copy on write): on the message path that
+    /// was a copy of up to a window of entries per message, several times over.
+    private mutating func take(_ id: UInt64) -> Session {
+        guard let session = sessions.removeValue(forKey: id) else {
+            preconditionFailure("session \(id) was looked up a moment ago")
+        }
+        return session
+    }
+
     /// The session, if `client` may use it: its owner's uid, or an admin.
     private func authorize(_ client: SessionClient, _ id: UInt64) -> Result<Session, Refusal> {
         guard id != 0, let session = sessions[id] else {
@@ -446,7 +471,7 @@ extension SessionRouter {
 
     private mutating func outboundStored(client: UInt64, request: UInt32, session id: UInt64, seq: UInt64, token: UInt64,
                                          _ result: Result<Void, SessionPersistenceError>) -> [SessionAction] {
-        guard var session = sessions[id], let entry = session.storingOut[seq], entry.token == token else {
+        guard let entry = sessions[id]?.storingOut[seq], entry.token == token else {
             // Closed meanwhile, or an earlier failure already gave this seq up.
             switch result {
             case .success where sessions[id] == nil:
@@ -458,6 +483,7 @@ extension SessionRouter {
                 return [.fail(client: client, request: request, error == .full ? .queueFull : .internal, "message not stored: \(error)")]
             }
         }
+        var session = take(id)
         switch result {
         case .failure(let error):
             // Later appends of this session fail too (the store's contract): give their seqs back now.
@@ -483,7 +509,9 @@ extension SessionRouter {
 
     /// DATA for what the window allows, from `transmittedSeq + 1`.
     private mutating func transmit(_ id: UInt64) -> [SessionAction] {
-        guard link != nil, var session = sessions[id], session.upstream == .open else { return [] }
+        guard link != nil, let upstream = sessions[id]?.upstream, upstream == .open else { return [] }
+        var session = take(id)
+        defer { sessions[id] = session }
         var actions: [SessionAction] = []
         while session.transmittedSeq < session.sentSeq {
             if let window = session.sendWindow, session.transmittedSeq - session.ackedSeq >= UInt64(window) { break }
@@ -491,13 +519,13 @@ extension SessionRouter {
             session.transmittedSeq += 1
             actions.append(.send(.data(DataFrame(session: id, seq: message.seq, body: message.payload))))
         }
-        sessions[id] = session
         return actions
     }
 
     /// The server holds everything up to `seq`: drop it, record it, and tell the client once stored.
     private mutating func advanceAcked(_ id: UInt64, to seq: UInt64) -> [SessionAction] {
-        guard var session = sessions[id], seq > session.ackedSeq else { return [] }
+        guard let ackedSeq = sessions[id]?.ackedSeq, seq > ackedSeq else { return [] }
+        var session = take(id)
         let dropped = Int(min(seq, session.sentSeq) - session.ackedSeq)
         session.outbox.removeFirst(dropped)
         session.ackedSeq = seq
@@ -556,12 +584,13 @@ extension SessionRouter {
     }
 
     private mutating func ackIn(_ ack: Ack) -> [SessionAction] {
-        guard let session = sessions[ack.session] else {
+        // Only the counters: a copy of the session held across `advanceAcked` would make it copy the outbox.
+        guard let (ackedSeq, transmittedSeq) = sessions[ack.session].map({ ($0.ackedSeq, $0.transmittedSeq) }) else {
             return [.log(.debug, "ACK for session \(ack.session), which is not open here")]
         }
-        guard ack.seq > session.ackedSeq else { return [] }
-        guard ack.seq <= session.transmittedSeq else {
-            return [.dropLink(reason: "ACK \(ack.seq) for session \(ack.session) beyond the last DATA sent (\(session.transmittedSeq))")]
+        guard ack.seq > ackedSeq else { return [] }
+        guard ack.seq <= transmittedSeq else {
+            return [.dropLink(reason: "ACK \(ack.seq) for session \(ack.session) beyond the last DATA sent (\(transmittedSeq))")]
         }
         return advanceAcked(ack.session, to: ack.seq) + transmit(ack.session)
     }
@@ -581,9 +610,11 @@ extension SessionRouter {
     // MARK: Inbound
 
     private mutating func dataIn(_ data: DataFrame) -> [SessionAction] {
-        guard var session = sessions[data.session], session.upstream == .open || session.upstream == .opening else {
+        guard let upstream = sessions[data.session]?.upstream, upstream == .open || upstream == .opening else {
             return [.send(.error(ErrorFrame(session: data.session, code: .unknownSession, message: "session is not open")))]
         }
+        var session = take(data.session)
+        defer { sessions[data.session] = session }
         if data.seq <= session.storingSeq {
             // A duplicate: discard it, but acknowledge again what is stored.
             guard data.seq <= session.receivedSeq, session.receivedSeq > 0 else { return [] }
@@ -595,16 +626,16 @@ extension SessionRouter {
         session.storingSeq = data.seq
         let token = takeToken()
         session.storingIn[data.seq] = (data.body, token, false)
-        sessions[data.session] = session
         return [.persist(.appendInbound(session: data.session, seq: data.seq, payload: data.body),
                          then: .inboundStored(session: data.session, seq: data.seq, token: token))]
     }
 
     private mutating func inboundStored(session id: UInt64, seq: UInt64, token: UInt64,
                                         _ result: Result<Void, SessionPersistenceError>) -> [SessionAction] {
-        guard var session = sessions[id], let entry = session.storingIn[seq], entry.token == token else {
+        guard let entry = sessions[id]?.storingIn[seq], entry.token == token else {
             return [.log(.debug, "session \(id): inbound seq \(seq) completed after it was given up")]
         }
+        var session = take(id)
         switch result {
         case .failure(let error):
             // Unstored means unacknowledged: the server resends from RESUME_AFTER on the next link.
@@ -641,7 +672,7 @@ extension SessionRouter {
 
     /// The next batch of MESSAGEs for the session's client, if it is attached and reading.
     private mutating func deliver(_ id: UInt64) -> [SessionAction] {
-        guard var session = sessions[id], let client = session.attachedClient, !blockedClients.contains(client),
+        guard let session = sessions[id], let client = session.attachedClient, !blockedClients.contains(client),
               session.dispatchedSeq < session.receivedSeq else { return [] }
         let skip = Int(session.dispatchedSeq - session.deliveredSeq)
         let available = min(limits.deliveryBatch, Int(session.receivedSeq - session.dispatchedSeq))
@@ -653,8 +684,7 @@ extension SessionRouter {
             bytes += session.inbox[index].payload.readableBytes
             index = session.inbox.index(after: index)
         }
-        session.dispatchedSeq += UInt64(batch.count)
-        sessions[id] = session
+        sessions[id]?.dispatchedSeq += UInt64(batch.count)
         return [.deliver(client: client, session: id, batch)]
     }
 }

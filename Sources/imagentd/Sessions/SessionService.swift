@@ -20,6 +20,7 @@ final class SessionService: LinkSessionDelegate {
     /// them, so actions always run in the order the router returned them.
     private var pending = CircularBuffer<SessionAction>()
     private var draining = false
+    private let trimmer: MemoryTrimmer
 
     init(limits: SessionLimits, persistence: SessionPersistence, link: LinkEngine, loop: EventLoop, logger: Logger) {
         self.loop = loop
@@ -27,6 +28,7 @@ final class SessionService: LinkSessionDelegate {
         self.persistence = persistence
         self.link = link
         self.logger = logger
+        self.trimmer = MemoryTrimmer(loop: loop)
     }
 
     /// Loads the stored sessions and starts hearing the link. Call once, on
@@ -134,6 +136,7 @@ final class SessionService: LinkSessionDelegate {
     // MARK: Performing actions
 
     private func run(_ actions: [SessionAction]) {
+        trimmer.activity()
         pending.append(contentsOf: actions)
         guard !draining else { return }
         draining = true

@@ -24,7 +24,8 @@ final class RealDaemon: @unchecked Sendable {
     }
 
     /// Writes a configuration for a new in-process reference server.
-    static func prepare(extraConfig: String = "") async throws -> Setup {
+    /// `socketMode` is `[ipc] mode`: 0666 lets a client of another uid connect (the folder must let it through too).
+    static func prepare(extraConfig: String = "", socketMode: String = "0600") async throws -> Setup {
         let directory = try FakeDaemon.makeTemporaryDirectory()
         // The server keeps its state in SQLite too, so it can be restarted without loss.
         let tokenFile = directory + "/token"
@@ -42,7 +43,7 @@ final class RealDaemon: @unchecked Sendable {
             token_file = "\(tokenFile)"
             [ipc]
             socket = "\(socketPath)"
-            mode = "0600"
+            mode = "\(socketMode)"
             [store]
             directory = "\(directory)"
             [heartbeat]
@@ -59,8 +60,8 @@ final class RealDaemon: @unchecked Sendable {
     }
 
     /// Writes a configuration for a reference server, starts the daemon and waits until its socket exists.
-    static func start(extraConfig: String = "") async throws -> RealDaemon {
-        try await launch(try await prepare(extraConfig: extraConfig))
+    static func start(extraConfig: String = "", socketMode: String = "0600") async throws -> RealDaemon {
+        try await launch(try await prepare(extraConfig: extraConfig, socketMode: socketMode))
     }
 
     /// A new daemon process on the same folder, configuration, store and server (after `kill -9`).
@@ -158,8 +159,9 @@ struct RealDaemonError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-func withRealDaemon<Result>(extraConfig: String = "", _ body: (RealDaemon) async throws -> Result) async throws -> Result {
-    let daemon = try await RealDaemon.start(extraConfig: extraConfig)
+func withRealDaemon<Result>(extraConfig: String = "", socketMode: String = "0600",
+                            _ body: (RealDaemon) async throws -> Result) async throws -> Result {
+    let daemon = try await RealDaemon.start(extraConfig: extraConfig, socketMode: socketMode)
     do {
         let result = try await body(daemon)
         await daemon.stop()

@@ -100,6 +100,15 @@ final class RawIPCSocket {
         }
     }
 
+    /// The next frame that is not an event (0x9001–0x9010, which a session's state changes send).
+    func readReply() -> ReadResult {
+        while true {
+            let result = read()
+            if case .frame(let frame) = result, (0x9001...0x9010).contains(frame.op) { continue }
+            return result
+        }
+    }
+
     /// Frames until the daemon closes (or the deadline passes).
     func readUntilClosed() -> (frames: [Frame], closed: Bool) {
         var frames: [Frame] = []

@@ -57,6 +57,91 @@ struct IPCFeatureTests {
         }
     }
 
+    @Test func ttl_givenUpBeforeAKillNine_stillLeavesNoGapAfterTheRestart() async throws {
+        var daemon = try await RealDaemon.start()
+        do {
+            _ = try await daemon.waitForLink("connected")
+            var client = try await IPCClient.connect(socketPath: daemon.socketPath, clientName: "ttl-restart")
+            let session = try await client.open(service: "echo").session
+            try await waitUntilOpen(client, [session])
+            // Seq 1 reaches the server and is acknowledged; then the link goes down.
+            try await client.send(session: session, text: "first")
+            var events = client.events.makeAsyncIterator()
+            var echoes: [String] = []
+            while echoes.isEmpty, let event = try await events.next() {
+                if case .message(let message) = event {
+                    echoes.append(String(buffer: message.payload))
+                    try await client.ack(session: session, seq: message.seq)
+                }
+            }
+            try await client.disconnectLink()
+            _ = try await daemon.waitForLink("stopped")
+            try await client.send(session: session, text: "gone", ttl: .milliseconds(200))
+            try await client.send(session: session, text: "kept")
+            while let event = try await events.next() {
+                if case .expired(let expired) = event {
+                    #expect(expired.seq == 2)
+                    break
+                }
+            }
+            await client.close()
+            // The store alone must say that wire seq 2 is IPC seq 3 now.
+            daemon.signal(SIGKILL)
+            _ = await daemon.waitForExit(within: .seconds(5))
+            daemon = try await daemon.restarted()
+            _ = try await daemon.waitForLink("connected")
+            client = try await IPCClient.connect(socketPath: daemon.socketPath, clientName: "ttl-restart")
+            _ = try await client.attach(session: session)
+            events = client.events.makeAsyncIterator()
+            while echoes.count < 2, let event = try await events.next() {
+                if case .message(let message) = event {
+                    echoes.append(String(buffer: message.payload))
+                    try await client.ack(session: session, seq: message.seq)
+                }
+            }
+            #expect(echoes == ["first", "kept"])
+            let sessions = try await client.sessions()
+            #expect(sessions.contains("\"acked_seq\":3"), "\(sessions)")
+            #expect(!daemon.log.contains("gap"), "\(daemon.log.suffix(2000))")
+            await client.close()
+        } catch {
+            await daemon.stop()
+            throw error
+        }
+        await daemon.stop()
+    }
+
+    @Test func aMessageAboveTheServersMaxFrame_failsAlone_theLinkAndTheOthersGoOn() async throws {
+        // The server takes 64 KiB frames; the daemon accepts 1 MiB payloads from clients.
+        try await withRealDaemon(serverMaxFrame: 65_536) { daemon in
+            _ = try await daemon.waitForLink("connected")
+            let client = try await IPCClient.connect(socketPath: daemon.socketPath, clientName: "big")
+            let session = try await client.open(service: "echo").session
+            var events = client.events.makeAsyncIterator()
+            try await client.send(session: session, text: "small")
+            try await client.send(session: session, payload: ByteBuffer(repeating: 0x62, count: 100_000))
+            try await client.send(session: session, text: "after")
+            var echoes: [String] = []
+            var expired: [IPCMessage.Expired] = []
+            while echoes.count < 2, let event = try await events.next() {
+                switch event {
+                case .message(let message):
+                    echoes.append(String(buffer: message.payload))
+                    try await client.ack(session: session, seq: message.seq)
+                case .expired(let message): expired.append(message)
+                default: continue
+                }
+            }
+            print("over the server's MAX_FRAME: \(expired.map { "seq \($0.seq) code \($0.code): \($0.message ?? "")" })")
+            #expect(echoes == ["small", "after"])
+            #expect(expired.map(\.seq) == [2])
+            #expect(expired.first?.code == .payloadTooLarge)
+            let status = try await client.status()
+            #expect(status.contains("\"reconnects\":0"), "the link was dropped: \(status)")
+            await client.close()
+        }
+    }
+
     @Test func notDurable_dropsWhatArrivesWhileDetached_durableKeepsIt() async throws {
         try await withRealDaemon { daemon in
             _ = try await daemon.waitForLink("connected")

@@ -25,13 +25,15 @@ final class RealDaemon: @unchecked Sendable {
 
     /// Writes a configuration for a new in-process reference server.
     /// `socketMode` is `[ipc] mode`: 0666 lets a client of another uid connect (the folder must let it through too).
-    static func prepare(extraConfig: String = "", socketMode: String = "0600") async throws -> Setup {
+    /// `serverMaxFrame` is the reference server's MAX_FRAME (nil: its default).
+    static func prepare(extraConfig: String = "", socketMode: String = "0600", serverMaxFrame: UInt32? = nil) async throws -> Setup {
         let directory = try FakeDaemon.makeTemporaryDirectory()
         // The server keeps its state in SQLite too, so it can be restarted without loss.
         let tokenFile = directory + "/token"
         try "real-daemon-token\n".write(toFile: tokenFile, atomically: true, encoding: .utf8)
-        let server = try await RefServer.start(configuration: RefServerConfiguration(tokenFile: tokenFile,
-                                                                                     statePath: directory + "/refserver.sqlite3"),
+        var serverConfiguration = RefServerConfiguration(tokenFile: tokenFile, statePath: directory + "/refserver.sqlite3")
+        if let serverMaxFrame { serverConfiguration.maxFrame = serverMaxFrame }
+        let server = try await RefServer.start(configuration: serverConfiguration,
                                                logger: Logger(label: "refserver", factory: { _ in SwiftLogNoOpLogHandler() }))
         let socketPath = directory + "/imagent.sock"
         let configPath = directory + "/imagentd.toml"
@@ -60,8 +62,8 @@ final class RealDaemon: @unchecked Sendable {
     }
 
     /// Writes a configuration for a reference server, starts the daemon and waits until its socket exists.
-    static func start(extraConfig: String = "", socketMode: String = "0600") async throws -> RealDaemon {
-        try await launch(try await prepare(extraConfig: extraConfig, socketMode: socketMode))
+    static func start(extraConfig: String = "", socketMode: String = "0600", serverMaxFrame: UInt32? = nil) async throws -> RealDaemon {
+        try await launch(try await prepare(extraConfig: extraConfig, socketMode: socketMode, serverMaxFrame: serverMaxFrame))
     }
 
     /// A new daemon process on the same folder, configuration, store and server (after `kill -9`).
@@ -159,9 +161,9 @@ struct RealDaemonError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-func withRealDaemon<Result>(extraConfig: String = "", socketMode: String = "0600",
+func withRealDaemon<Result>(extraConfig: String = "", socketMode: String = "0600", serverMaxFrame: UInt32? = nil,
                             _ body: (RealDaemon) async throws -> Result) async throws -> Result {
-    let daemon = try await RealDaemon.start(extraConfig: extraConfig, socketMode: socketMode)
+    let daemon = try await RealDaemon.start(extraConfig: extraConfig, socketMode: socketMode, serverMaxFrame: serverMaxFrame)
     do {
         let result = try await body(daemon)
         await daemon.stop()

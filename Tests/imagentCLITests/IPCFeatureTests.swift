@@ -247,6 +247,26 @@ struct IPCFeatureTests {
         }
     }
 
+    @Test func watch_seesTheHeartbeatIntervalOfANewLink() async throws {
+        try await withRealDaemon { daemon in
+            _ = try await daemon.waitForLink("connected")
+            let watcher = try await IPCClient.connect(socketPath: daemon.socketPath, clientName: "watcher")
+            var iterator = try await watcher.watch().makeAsyncIterator()
+            try await watcher.reconnectLink()
+            var heartbeat: [String: Any]?
+            while heartbeat == nil, let event = try await iterator.next() {
+                guard case .watch(let document) = event,
+                      let object = try JSONSerialization.jsonObject(with: Data(document.json.utf8)) as? [String: Any],
+                      object["event"] as? String == "heartbeat" else { continue }
+                heartbeat = object
+            }
+            print("watch: \(heartbeat ?? [:])")
+            // [heartbeat] min_seconds = 1, max_seconds = 2.
+            #expect((heartbeat?["interval_s"] as? Double).map { $0 >= 1 && $0 <= 2 } == true)
+            await watcher.close()
+        }
+    }
+
     @Test func metricsAndStatus_showQueueDepthsAndTheStoreSize() async throws {
         try await withRealDaemon { daemon in
             _ = try await daemon.waitForLink("connected")

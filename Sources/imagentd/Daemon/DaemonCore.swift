@@ -173,6 +173,22 @@ final class DaemonCore: IPCRequestHandler {
         }
     }
 
+    /// EVENT `"event":"heartbeat"` to WATCH subscribers: the interval changed.
+    func heartbeatChanged(interval: Duration, rtt: Duration?) {
+        let watchers = clients.values.filter(\.watching)
+        guard !watchers.isEmpty else { return }
+        var event = JSONWriter()
+        event.beginObject()
+        event.field("event", "heartbeat")
+        event.field("time_ms", WallClock.nowMS())
+        event.field("interval_s", interval.seconds)
+        event.field("rtt_ms", rtt.map(\.milliseconds))
+        event.endObject()
+        for client in watchers.sorted(by: { $0.id < $1.id }) {
+            client.send(event: .event(.init(json: event.text)))
+        }
+    }
+
     /// EVENT `"event":"session"` to WATCH subscribers: the session's owner and admins only,
     /// as SESSIONS shows another user's sessions to admins only.
     func sessionChanged(_ change: SessionChange) {

@@ -74,6 +74,9 @@ struct HostileFramesTests {
             Case(name: "length one above MAX_PAYLOAD + 64 KiB",
                  steps: [Step(bytes: RawIPCSocket.be(maxPayload + 65_536 + 1) + [0x00, 0x7F, 0, 0, 0, 3])],
                  expect: .errorThenClose(code: 7, request: 0)),
+            // Before HELLO nothing above 64 KiB is buffered, whatever MAX_PAYLOAD is.
+            Case(name: "a 1 MiB frame before HELLO", steps: [Step(bytes: RawIPCSocket.be(UInt32(1 << 20)) + [0x00, 0x01, 0, 0, 0, 1] + [UInt8](repeating: 0, count: 1000))],
+                 expect: .errorThenClose(code: 7, request: 0)),
             Case(name: "IMLink magic on the IPC socket", steps: [Step(bytes: imlinkHeader)], expect: .errorThenClose(code: 7, request: 0)),
             Case(name: "IPC version 9", steps: [Step(bytes: RawIPCSocket.hello(request: 4, version: 9))],
                  expect: .errorThenClose(code: 2, request: 4)),
@@ -227,6 +230,34 @@ struct HostileFramesTests {
             // The daemon still answers, and still serves the good clients.
             #expect(try await good[0].client.ping() > .zero)
             for entry in good { await entry.client.close() }
+        }
+    }
+
+    @Test func aConnectionWithoutHello_isClosedAfterTenSeconds_aGreetedIdleOneIsNot() async throws {
+        try await withRealDaemon { daemon in
+            let greeted = try RawIPCSocket(path: daemon.socketPath, timeout: .seconds(30))
+            greeted.write(RawIPCSocket.hello())
+            guard case .frame(let welcome) = greeted.read(), welcome.op == 0x8001 else {
+                Issue.record("no WELCOME")
+                return
+            }
+            let silent = try RawIPCSocket(path: daemon.socketPath, timeout: .seconds(30))
+            silent.write([0, 0, 0, 40, 0, 1])  // half a HELLO header, then nothing
+            let start = ContinuousClock.now
+            let (frames, closed) = await withCheckedContinuation { continuation in
+                Thread { continuation.resume(returning: silent.readUntilClosed()) }.start()
+            }
+            let waited = ContinuousClock.now - start
+            print("no HELLO: closed after \(waited) with \(frames)")
+            #expect(closed)
+            #expect(frames.count == 1 && frames.first?.code == 1 && frames.first?.request == 0)
+            #expect(waited >= .seconds(9))
+            greeted.write(RawIPCSocket.frame(op: 0x007F, request: 2))
+            guard case .frame(let pong) = greeted.read() else {
+                Issue.record("the greeted idle connection was closed too")
+                return
+            }
+            #expect(pong.op == 0x807F && pong.request == 2)
         }
     }
 

@@ -7,8 +7,8 @@ import Glibc
 /// reads raw frames back: for hostile clients, which the Swift client library
 /// (rightly) cannot be made to be. Every read has a deadline, so a daemon
 /// that neither answers nor closes fails the test instead of hanging it.
-final class RawIPCSocket {
-    struct Frame: CustomStringConvertible {
+final class RawIPCSocket: @unchecked Sendable {  // used by one thread at a time
+    struct Frame: CustomStringConvertible, Sendable {
         var op: UInt16
         var request: UInt32
         var records: [UInt16: [UInt8]]

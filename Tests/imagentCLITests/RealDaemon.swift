@@ -89,13 +89,14 @@ final class RealDaemon: @unchecked Sendable {
         try process.run()
         let daemon = RealDaemon(directory: directory, configPath: configPath, socketPath: socketPath, server: server,
                                 process: process, logPath: logPath)
-        for _ in 0..<200 where !FileManager.default.fileExists(atPath: socketPath) {
+        // After a kill -9 the dead daemon's socket file is still there: wait until the new one accepts.
+        for _ in 0..<400 where (try? RawIPCSocket(path: socketPath)) == nil {
             guard process.isRunning else { break }
             try await Task.sleep(for: .milliseconds(25))
         }
-        guard FileManager.default.fileExists(atPath: socketPath) else {
+        guard (try? RawIPCSocket(path: socketPath)) != nil else {
             await daemon.stop()
-            throw RealDaemonError("imagentd did not create \(socketPath); its log: \(daemon.log)")
+            throw RealDaemonError("imagentd does not accept connections on \(socketPath); its log: \(daemon.log)")
         }
         return daemon
     }

@@ -18,10 +18,43 @@ struct OtherUserTests {
     static let nobody: UInt32 = 65534
 
     /// `imagent --socket … ARGUMENTS…` as uid and gid 65534 with no supplementary groups.
-    private func asNobody(_ daemon: RealDaemon, _ arguments: [String]) async throws -> ImagentProcess.Result {
+    private func asNobody(_ daemon: RealDaemon, _ arguments: [String], limit: Duration = .seconds(20)) async throws -> ImagentProcess.Result {
         try await ImagentProcess.run(["--reuid=\(Self.nobody)", "--regid=\(Self.nobody)", "--clear-groups",
                                       ImagentProcess.binary.path, "--socket", daemon.socketPath] + arguments,
-                                     executable: Self.setpriv)
+                                     limit: limit, executable: Self.setpriv)
+    }
+
+    @Test func watchAsAnotherUid_showsItsOwnSessionEvents_notTheOwners() async throws {
+        try await withRealDaemon(socketMode: "0666") { daemon in
+            #expect(chmod(daemon.directory, 0o711) == 0)
+            _ = try await daemon.waitForLink("connected")
+            let owner = try await IPCClient.connect(socketPath: daemon.socketPath, clientName: "owner")
+            // `imagent watch` as nobody for a few seconds (SIGTERM ends it; every line is flushed).
+            async let watched = asNobody(daemon, ["watch", "--json"], limit: .seconds(6))
+            let deadline = ContinuousClock.now + .seconds(5)
+            while ContinuousClock.now < deadline, try await connectedClients(owner) < 2 {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            try await Task.sleep(for: .milliseconds(200))  // WATCH itself follows HELLO
+            let rootSession = try await owner.open(service: "sink").session
+            try await owner.close(session: rootSession)
+            let own = try await asNobody(daemon, ["open", "sink", "--json"])
+            let ownID = try #require(((try? JSONSerialization.jsonObject(with: Data(own.stdout.utf8))) as? [String: Any])?["session"] as? NSNumber).uint64Value
+            let output = try await watched
+            let events = output.stdoutLines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            let sessionEvents = events.filter { $0["event"] as? String == "session" }
+            print("watch as uid 65534: \(events.count) events, session events \(sessionEvents.map { "\($0["change"] ?? "?") of \($0["owner"] ?? "?")" })")
+            #expect(sessionEvents.allSatisfy { ($0["owner"] as? Int) == Int(Self.nobody) }, "\(output.stdout)")
+            #expect(sessionEvents.contains { ($0["session"] as? NSNumber)?.uint64Value == ownID && $0["change"] as? String == "opened" },
+                    "\(output.stdout) \(output.stderr)")
+            #expect(!output.stdout.contains("\(rootSession)"))
+            await owner.close()
+        }
+    }
+
+    private func connectedClients(_ client: IPCClient) async throws -> Int {
+        let status = try JSONSerialization.jsonObject(with: Data(try await client.status().utf8)) as? [String: Any]
+        return (status?["daemon"] as? [String: Any])?["clients"] as? Int ?? 0
     }
 
     @Test func anotherUid_cannotAttachSendOrClose_norRunAdminRequests_andTheOwnerGoesOn() async throws {
@@ -49,7 +82,7 @@ struct OtherUserTests {
                 #expect(result.stderr.contains("PERMISSION_DENIED"), "\(arguments): \(result.stderr)")
             }
             // Admin requests.
-            for request in ["disconnect", "reconnect", "reload"] {
+            for request in ["connect", "disconnect", "reconnect", "reload"] {
                 let result = try await asNobody(daemon, [request])
                 print("as uid 65534: imagent \(request) -> exit \(result.status): \(result.stderr.prefix(160))")
                 #expect(result.status == 3, "\(request): \(result.stdout) \(result.stderr)")

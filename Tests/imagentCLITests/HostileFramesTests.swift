@@ -233,6 +233,37 @@ struct HostileFramesTests {
         }
     }
 
+    @Test func connectionsParkingFramesBeforeHello_costABoundedAmountEach() async throws {
+        try await withRealDaemon { daemon in
+            let pid = daemon.process.processIdentifier
+            let before = residentKiB(of: pid) ?? 0
+            // 200 connections, each with most of a 64,000-byte frame and no HELLO: all held at once.
+            let count = 200
+            var parked: [RawIPCSocket] = []
+            for _ in 0..<count {
+                let socket = try RawIPCSocket(path: daemon.socketPath)
+                socket.write(RawIPCSocket.be(UInt32(64_000)) + [0x00, 0x01, 0, 0, 0, 1] + [UInt8](repeating: 0, count: 60_000))
+                parked.append(socket)
+            }
+            try await Task.sleep(for: .milliseconds(500))
+            let holding = residentKiB(of: pid) ?? 0
+            // The same with a frame that claims 1 MiB: refused from its length, nothing parked.
+            var refused = 0
+            for _ in 0..<count {
+                let socket = try RawIPCSocket(path: daemon.socketPath)
+                socket.write(RawIPCSocket.be(UInt32(1 << 20)) + [0x00, 0x01, 0, 0, 0, 1] + [UInt8](repeating: 0, count: 60_000))
+                if case .frame(let frame) = socket.read(), frame.code == 7 { refused += 1 }
+            }
+            let after = residentKiB(of: pid) ?? 0
+            print("parked before HELLO: RSS \(before) KiB, \(holding) KiB with \(count) × 60,000 bytes parked "
+                + "(\((holding - before) / count) KiB each); \(refused) of \(count) 1 MiB frames refused, RSS \(after) KiB")
+            #expect(refused == count)
+            #expect(holding - before < count * 200, "more than 200 KiB per parked connection")
+            #expect(daemon.process.isRunning)
+            parked.removeAll()
+        }
+    }
+
     @Test func aConnectionWithoutHello_isClosedAfterTenSeconds_aGreetedIdleOneIsNot() async throws {
         try await withRealDaemon { daemon in
             let greeted = try RawIPCSocket(path: daemon.socketPath, timeout: .seconds(30))

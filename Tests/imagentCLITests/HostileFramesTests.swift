@@ -114,6 +114,13 @@ struct HostileFramesTests {
                          Step(bytes: RawIPCSocket.frame(op: 0x007F, request: 18), replies: [Reply(op: 0x807F, request: 18)]),
                          Step(bytes: RawIPCSocket.frame(op: 0x0050, request: 19))],
                  expect: .errorThenClose(code: 1, request: 19)),
+            // Not hostile, but next to the 64 KiB limit before HELLO: a HELLO and a 200 KB SEND in one
+            // write are taken, because the limit rises as soon as the HELLO is answered.
+            Case(name: "HELLO and a 200 KB SEND in one write",
+                 steps: [Step(bytes: RawIPCSocket.hello() + RawIPCSocket.frame(op: 0x0005, request: 21, records: [(0x0010, session), (0x001A, [UInt8](repeating: 7, count: 200_000))]),
+                              replies: [Reply(op: 0x8001, request: 1), Reply(op: 0xFFFF, request: 21, code: 3)]),
+                         Step(bytes: RawIPCSocket.frame(op: 0x0050, request: 22))],
+                 expect: .errorThenClose(code: 1, request: 22)),
             Case(name: "truncated frame, then close",
                  steps: [hello, Step(bytes: RawIPCSocket.be(UInt32(1000)) + RawIPCSocket.be(UInt16(0x0005)) + RawIPCSocket.be(UInt32(20)) + [0, 0x10])],
                  expect: .nothing),

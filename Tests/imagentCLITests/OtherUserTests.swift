@@ -30,7 +30,7 @@ struct OtherUserTests {
             _ = try await daemon.waitForLink("connected")
             let owner = try await IPCClient.connect(socketPath: daemon.socketPath, clientName: "owner")
             // `imagent watch` as nobody for a few seconds (SIGTERM ends it; every line is flushed).
-            async let watched = asNobody(daemon, ["watch", "--json"], limit: .seconds(6))
+            async let watched = asNobody(daemon, ["watch", "--json"], limit: .seconds(10))
             let deadline = ContinuousClock.now + .seconds(5)
             while ContinuousClock.now < deadline, try await connectedClients(owner) < 2 {
                 try await Task.sleep(for: .milliseconds(50))

@@ -30,6 +30,11 @@ extension AgentStore {
         done(.appendOutbound(session: session, seq: seq, payload: payload, expiresAtMS: expiresAtMS), on: loop)
     }
 
+    /// Forgets one outbound message the server never had (TTL passed, too large) and counts it.
+    public func giveUpOutbound(session: UInt64, seq: UInt64, on loop: EventLoop) -> EventLoopFuture<Void> {
+        done(.giveUpOutbound(session: session, seq: seq), on: loop)
+    }
+
     /// The server's cumulative ACK: forgets outbound messages up to `upTo`, sets `ackedSeq`.
     /// A repeated or older ACK is accepted and changes nothing.
     public func markAcked(session: UInt64, upTo: UInt64, on loop: EventLoop) -> EventLoopFuture<Void> {

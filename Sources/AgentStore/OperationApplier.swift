@@ -39,6 +39,9 @@ final class OperationApplier {
     private let selectSessionExists: SQLiteStatement
     private let selectSession: SQLiteStatement
     private let selectAllSessions: SQLiteStatement
+    private let selectAllGivenUp: SQLiteStatement
+    private let deleteOutboxOne: SQLiteStatement
+    private let updateGivenUp: SQLiteStatement
     private let insertSession: SQLiteStatement
     private let insertOutbox: SQLiteStatement
     private let updateSeqs: SQLiteStatement
@@ -70,6 +73,9 @@ final class OperationApplier {
         selectSessionExists = try database.prepare("SELECT 1 FROM sessions WHERE id = ?")
         selectSession = try database.prepare("SELECT \(Self.sessionColumns) FROM sessions WHERE id = ?")
         selectAllSessions = try database.prepare("SELECT \(Self.sessionColumns) FROM sessions ORDER BY id")
+        selectAllGivenUp = try database.prepare("SELECT id, given_up FROM sessions WHERE given_up > 0")
+        deleteOutboxOne = try database.prepare("DELETE FROM outbox WHERE session = ? AND seq = ?")
+        updateGivenUp = try database.prepare("UPDATE sessions SET given_up = given_up + ? WHERE id = ?")
         insertSession = try database.prepare(
             "INSERT INTO sessions(\(Self.sessionColumns)) VALUES(?, ?, ?, ?, ?, 'open', NULL, 0, 0, 0, 0, ?)")
         insertOutbox = try database.prepare("INSERT INTO outbox(session, seq, payload, expires_ms) VALUES(?, ?, ?, ?)")
@@ -129,6 +135,13 @@ final class OperationApplier {
             return .done
         case .expireOutbound(let nowMS):
             return .expired(try expireOutbound(nowMS: nowMS))
+        case .giveUpOutbound(let session, let seq):
+            _ = try counters(session)
+            let id = SQLiteValue.integer(Int64(bitPattern: session))
+            try deleteOutboxOne.run([id, .integer(Int64(bitPattern: seq))])
+            // Only a message still stored counts: giving one up twice changes nothing.
+            try updateGivenUp.run([.integer(Int64(database.changes)), id])
+            return .done
         case .setMetadata(let key, let value):
             if let value {
                 try upsertMetadata.run([.text(key), .text(value)])
@@ -385,6 +398,13 @@ final class OperationApplier {
                 let record = try Self.record(from: selectAllSessions)
                 position[record.id] = sessions.count
                 sessions.append(StoredSession(record: record))
+            }
+        }
+        do {
+            defer { selectAllGivenUp.reset() }
+            while try selectAllGivenUp.step() {
+                guard let index = position[UInt64(bitPattern: selectAllGivenUp.integer(at: 0))] else { continue }
+                sessions[index].record.givenUp = UInt64(bitPattern: selectAllGivenUp.integer(at: 1))
             }
         }
         do {

@@ -39,6 +39,8 @@ public struct SessionRecord: Sendable, Hashable {
     public var deliveredSeq: UInt64
     /// Creation time, milliseconds since the Unix epoch.
     public var createdMS: Int64
+    /// Outbound messages given up before the server had them (`giveUpOutbound`).
+    public var givenUp: UInt64 = 0
 
     public init(id: UInt64, service: String, ownerUID: UInt32, priority: UInt8, durable: Bool,
                 state: StoredSessionState = .open, failureCode: UInt16? = nil,

@@ -23,6 +23,9 @@ public enum StoreOperation: Sendable, Hashable {
     case closeSession(UInt64)
     /// Deletes every outbound message whose expiry is at or before `nowMS`. → `.expired`
     case expireOutbound(nowMS: Int64)
+    /// Deletes one outbound message the server never had (its TTL passed, or it is too
+    /// large for the server) and counts it in the session's `givenUp`. → `.done`
+    case giveUpOutbound(session: UInt64, seq: UInt64)
     /// Sets (or with nil removes) a metadata value. → `.done`
     case setMetadata(key: String, value: String?)
     /// Reads a metadata value. → `.metadata`
@@ -42,7 +45,7 @@ public enum StoreOperation: Sendable, Hashable {
     var mayGrowDatabase: Bool {
         switch self {
         case .createSession, .appendOutbound, .appendInbound, .setMetadata: true
-        case .allocateSessionID, .markAcked, .markDelivered, .failSession, .closeSession, .expireOutbound,
+        case .allocateSessionID, .markAcked, .markDelivered, .failSession, .closeSession, .expireOutbound, .giveUpOutbound,
              .metadata, .session, .outbound, .inbound, .load: false
         }
     }

@@ -57,6 +57,15 @@ enum StoreSchema {
             ) WITHOUT ROWID;
             """
         ),
+        Migration(
+            version: 2, summary: "sessions.given_up: outbound messages given up before the server had them",
+            // The daemon numbers DATA on the wire without the seqs of messages it gave up
+            // (TTL passed, too large for the server), so after a restart it needs their
+            // count to map the server's LAST_ACKED back to its own seqs.
+            sql: """
+            ALTER TABLE sessions ADD COLUMN given_up INTEGER NOT NULL DEFAULT 0;
+            """
+        ),
     ]
 
     /// The version this build writes and understands.

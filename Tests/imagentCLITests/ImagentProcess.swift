@@ -26,9 +26,10 @@ enum ImagentProcess {
 
     /// Runs `imagent ARGUMENTS…` with `stdin` as its standard input (nothing,
     /// /dev/null, when nil) and the environment given (IMAGENT_SOCKET removed
-    /// unless set there), killing it after `limit`.
+    /// unless set there), killing it after `limit`. `executable` replaces
+    /// `imagent` for a wrapper that runs it (such as setpriv(1) for another uid).
     static func run(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:],
-                    limit: Duration = .seconds(20)) async throws -> Result {
+                    limit: Duration = .seconds(20), executable: URL = binary) async throws -> Result {
         let directory = try FakeDaemon.makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let outPath = directory + "/stdout", errPath = directory + "/stderr", inPath = directory + "/stdin"
@@ -37,7 +38,7 @@ enum ImagentProcess {
         _ = FileManager.default.createFile(atPath: inPath, contents: Data((stdin ?? "").utf8))
 
         let process = Process()
-        process.executableURL = binary
+        process.executableURL = executable
         process.arguments = arguments
         var childEnvironment = ProcessInfo.processInfo.environment
         childEnvironment["IMAGENT_SOCKET"] = nil

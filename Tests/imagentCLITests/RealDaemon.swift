@@ -24,13 +24,16 @@ final class RealDaemon: @unchecked Sendable {
     }
 
     /// Writes a configuration for a new in-process reference server.
-    static func prepare(extraConfig: String = "") async throws -> Setup {
+    /// `socketMode` is `[ipc] mode`: 0666 lets a client of another uid connect (the folder must let it through too).
+    /// `serverMaxFrame` is the reference server's MAX_FRAME (nil: its default).
+    static func prepare(extraConfig: String = "", socketMode: String = "0600", serverMaxFrame: UInt32? = nil) async throws -> Setup {
         let directory = try FakeDaemon.makeTemporaryDirectory()
         // The server keeps its state in SQLite too, so it can be restarted without loss.
         let tokenFile = directory + "/token"
         try "real-daemon-token\n".write(toFile: tokenFile, atomically: true, encoding: .utf8)
-        let server = try await RefServer.start(configuration: RefServerConfiguration(tokenFile: tokenFile,
-                                                                                     statePath: directory + "/refserver.sqlite3"),
+        var serverConfiguration = RefServerConfiguration(tokenFile: tokenFile, statePath: directory + "/refserver.sqlite3")
+        if let serverMaxFrame { serverConfiguration.maxFrame = serverMaxFrame }
+        let server = try await RefServer.start(configuration: serverConfiguration,
                                                logger: Logger(label: "refserver", factory: { _ in SwiftLogNoOpLogHandler() }))
         let socketPath = directory + "/imagent.sock"
         let configPath = directory + "/imagentd.toml"
@@ -42,7 +45,7 @@ final class RealDaemon: @unchecked Sendable {
             token_file = "\(tokenFile)"
             [ipc]
             socket = "\(socketPath)"
-            mode = "0600"
+            mode = "\(socketMode)"
             [store]
             directory = "\(directory)"
             [heartbeat]
@@ -59,8 +62,8 @@ final class RealDaemon: @unchecked Sendable {
     }
 
     /// Writes a configuration for a reference server, starts the daemon and waits until its socket exists.
-    static func start(extraConfig: String = "") async throws -> RealDaemon {
-        try await launch(try await prepare(extraConfig: extraConfig))
+    static func start(extraConfig: String = "", socketMode: String = "0600", serverMaxFrame: UInt32? = nil) async throws -> RealDaemon {
+        try await launch(try await prepare(extraConfig: extraConfig, socketMode: socketMode, serverMaxFrame: serverMaxFrame))
     }
 
     /// A new daemon process on the same folder, configuration, store and server (after `kill -9`).
@@ -86,13 +89,14 @@ final class RealDaemon: @unchecked Sendable {
         try process.run()
         let daemon = RealDaemon(directory: directory, configPath: configPath, socketPath: socketPath, server: server,
                                 process: process, logPath: logPath)
-        for _ in 0..<200 where !FileManager.default.fileExists(atPath: socketPath) {
+        // After a kill -9 the dead daemon's socket file is still there: wait until the new one accepts.
+        for _ in 0..<400 where (try? RawIPCSocket(path: socketPath)) == nil {
             guard process.isRunning else { break }
             try await Task.sleep(for: .milliseconds(25))
         }
-        guard FileManager.default.fileExists(atPath: socketPath) else {
+        guard (try? RawIPCSocket(path: socketPath)) != nil else {
             await daemon.stop()
-            throw RealDaemonError("imagentd did not create \(socketPath); its log: \(daemon.log)")
+            throw RealDaemonError("imagentd does not accept connections on \(socketPath); its log: \(daemon.log)")
         }
         return daemon
     }
@@ -158,8 +162,9 @@ struct RealDaemonError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-func withRealDaemon<Result>(extraConfig: String = "", _ body: (RealDaemon) async throws -> Result) async throws -> Result {
-    let daemon = try await RealDaemon.start(extraConfig: extraConfig)
+func withRealDaemon<Result>(extraConfig: String = "", socketMode: String = "0600", serverMaxFrame: UInt32? = nil,
+                            _ body: (RealDaemon) async throws -> Result) async throws -> Result {
+    let daemon = try await RealDaemon.start(extraConfig: extraConfig, socketMode: socketMode, serverMaxFrame: serverMaxFrame)
     do {
         let result = try await body(daemon)
         await daemon.stop()

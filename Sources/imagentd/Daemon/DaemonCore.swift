@@ -39,6 +39,7 @@ final class DaemonCore: IPCRequestHandler {
         self.logger = logger
         self.reloadConfiguration = reloadConfiguration
         self.linkStatus = LinkStatus(phase: .stopped(.notStarted))
+        sessions.onSessionChange = { [unowned self] change in self.sessionChanged(change) }
     }
 
     var welcome: IPCMessage.Welcome {
@@ -172,6 +173,53 @@ final class DaemonCore: IPCRequestHandler {
         }
     }
 
+    /// EVENT `"event":"heartbeat"` to WATCH subscribers: the interval changed.
+    func heartbeatChanged(interval: Duration, rtt: Duration?) {
+        let watchers = clients.values.filter(\.watching)
+        guard !watchers.isEmpty else { return }
+        var event = JSONWriter()
+        event.beginObject()
+        event.field("event", "heartbeat")
+        event.field("time_ms", WallClock.nowMS())
+        event.field("interval_s", interval.seconds)
+        event.field("rtt_ms", rtt.map(\.milliseconds))
+        event.endObject()
+        for client in watchers.sorted(by: { $0.id < $1.id }) {
+            client.send(event: .event(.init(json: event.text)))
+        }
+    }
+
+    /// EVENT `"event":"session"` to WATCH subscribers: the session's owner and admins only,
+    /// as SESSIONS shows another user's sessions to admins only.
+    func sessionChanged(_ change: SessionChange) {
+        let watchers = clients.values.filter { $0.watching && ($0.isAdmin || $0.peer.uid == change.owner) }
+        guard !watchers.isEmpty else { return }
+        var event = JSONWriter()
+        event.beginObject()
+        event.field("event", "session")
+        event.field("time_ms", WallClock.nowMS())
+        event.field("change", change.kind.rawValue)
+        event.field("session", change.session)
+        event.field("service", change.service)
+        event.field("owner", change.owner)
+        event.field("state", change.state.description)
+        event.field("reason", change.reason)
+        event.endObject()
+        for client in watchers.sorted(by: { $0.id < $1.id }) {
+            client.send(event: .event(.init(json: event.text)))
+        }
+    }
+
+    /// The store's files: the database and its write-ahead log, in bytes.
+    var storeFileSizes: (database: Int, wal: Int) {
+        let path = SQLiteSessionPersistence.path(inDirectory: configuration.store.directory)
+        func size(_ file: String) -> Int {
+            var status = stat()
+            return stat(file, &status) == 0 ? Int(status.st_size) : 0
+        }
+        return (size(path), size(path + "-wal"))
+    }
+
     func statusJSON() -> String {
         let now = WallClock.nowMS()
         var json = JSONWriter()
@@ -200,6 +248,12 @@ final class DaemonCore: IPCRequestHandler {
         json.field("outbox", counts.outbox)
         json.field("inbox", counts.inbox)
         json.endObject()
+        let files = storeFileSizes
+        json.beginObject("store")
+        json.field("path", SQLiteSessionPersistence.path(inDirectory: configuration.store.directory))
+        json.field("db_bytes", files.database)
+        json.field("wal_bytes", files.wal)
+        json.endObject()
         json.endObject()
         return json.text
     }
@@ -210,12 +264,21 @@ final class DaemonCore: IPCRequestHandler {
         json.beginObject("counters")
         json.field("link_attempts_total", linkStatus.attempts)
         json.field("link_reconnects_total", linkStatus.reconnectCount)
+        json.field("messages_expired_total", sessions.expiredTotal)
         json.endObject()
         json.beginObject("gauges")
         json.field("link_connected", linkStatus.state == "connected" ? 1 : 0)
         json.field("ipc_clients", clients.count)
         json.field("link_rtt_ms", linkStatus.smoothedRTT.map(\.milliseconds) ?? 0)
         json.field("heartbeat_interval_s", linkStatus.heartbeatInterval.map(\.seconds) ?? 0)
+        // Queue depths and the store's size (design.md, Observability).
+        let counts = sessions.counts
+        json.field("sessions", counts.sessions)
+        json.field("outbox_messages", counts.outbox)
+        json.field("inbox_messages", counts.inbox)
+        let files = storeFileSizes
+        json.field("store_db_bytes", files.database)
+        json.field("store_wal_bytes", files.wal)
         json.endObject()
         json.endObject()
         return json.text

@@ -36,6 +36,7 @@ enum DaemonRunner {
             return sessions.start().map { bound }
         }.get()
         link.onTransition { transition in core.value.linkChanged(transition) }
+        link.onHeartbeat { interval, rtt in core.value.heartbeatChanged(interval: interval, rtt: rtt) }
         try await loop.submit {
             core.value.onLinkStatus = { status in notifier.status(status.systemdStatus) }
         }.get()

@@ -10,11 +10,31 @@ final class IPCClientHandler: ChannelInboundHandler {
     private let client: IPCClientConnection
     private let daemon: IPCRequestHandler
     private let logger: Logger
+    private var helloDeadline: Scheduled<Void>?
+
+    /// How long a connection may take to complete HELLO before it is closed:
+    /// an idle, un-greeted connection is not counted against `max_clients`.
+    static let helloTimeout: TimeAmount = .seconds(10)
 
     init(client: IPCClientConnection, daemon: IPCRequestHandler, logger: Logger) {
         self.client = client
         self.daemon = daemon
         self.logger = logger
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        let client = self.client
+        let logger = self.logger
+        helloDeadline = context.eventLoop.assumeIsolated().scheduleTask(in: Self.helloTimeout) {
+            guard !client.greeted else { return }
+            logger.notice("closing a client that sent no HELLO", metadata: ["client": "\(client.label)"])
+            client.closeWithError(.badRequest, "no HELLO within \(Self.helloTimeout.nanoseconds / 1_000_000_000) seconds")
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        helloDeadline?.cancel()
+        helloDeadline = nil
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -49,6 +69,8 @@ final class IPCClientHandler: ChannelInboundHandler {
             return
         }
         client.greeted = true
+        helloDeadline?.cancel()
+        helloDeadline = nil
         logger.debug("client connected", metadata: ["client": "\(client.label)", "admin": "\(client.isAdmin)"])
         client.reply(to: frame.request, .welcome(daemon.welcome))
     }

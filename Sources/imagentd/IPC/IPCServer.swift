@@ -40,7 +40,7 @@ final class IPCServer: Sendable {
                     nextID.value += 1
                     let client = IPCClientConnection(id: nextID.value, peer: peer, isAdmin: policy.isAdmin(peer), channel: channel)
                     let handlers: [ChannelHandler] = [
-                        ByteToMessageHandler(IPCFrameDecoder(maxPayload: settings.maxPayload)),
+                        ByteToMessageHandler(IPCServerFrameDecoder(maxPayload: settings.maxPayload, client: client)),
                         MessageToByteHandler(IPCFrameEncoder()),
                         IPCClientHandler(client: client, daemon: daemon.value, logger: logger),
                     ]

@@ -128,6 +128,13 @@ final class LinkEngine: Sendable {
         eventLoop.execute { core.value.onTransition = callback }
     }
 
+    /// A callback for every change of the heartbeat interval while connected
+    /// (interval, smoothed RTT), called on the loop. Replaces the previous one.
+    func onHeartbeat(_ callback: @escaping @Sendable (Duration, Duration?) -> Void) {
+        let core = self.core
+        eventLoop.execute { core.value.onHeartbeat = callback }
+    }
+
     // MARK: Sessions (on the loop)
 
     /// *On the loop.* The session router: hears link up/down and session frames.

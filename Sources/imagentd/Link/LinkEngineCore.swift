@@ -54,6 +54,9 @@ final class LinkEngineCore {
     // Outputs.
     weak var sessionDelegate: LinkSessionDelegate?
     var onTransition: ((LinkTransition) -> Void)?
+    /// The heartbeat interval (and smoothed RTT) whenever the interval changes on a connected link.
+    var onHeartbeat: ((Duration, Duration?) -> Void)?
+    private var reportedInterval: Duration?
     private var streams: [Int: AsyncStream<LinkTransition>.Continuation] = [:]
     private var nextStreamKey = 0
     private var shutdownPromises: [EventLoopPromise<Void>] = []
@@ -330,6 +333,7 @@ final class LinkEngineCore {
     }
 
     private func perform(_ action: Heartbeat.Action) {
+        defer { reportHeartbeat() }
         switch action {
         case .none:
             break
@@ -346,6 +350,18 @@ final class LinkEngineCore {
             logger.warning("link dead: \(reason)")
             run(machine.heartbeatTimedOut(attempt, now: .now))
         }
+    }
+
+    /// WATCH hears every change of the interval (adaptation, activity, the server's ceiling).
+    private func reportHeartbeat() {
+        guard machine.phase.isConnected else {
+            reportedInterval = nil
+            return
+        }
+        let interval = heartbeat.interval
+        guard interval != reportedInterval else { return }
+        reportedInterval = interval
+        onHeartbeat?(interval, heartbeat.rtt.smoothed)
     }
 
     private func armHeartbeatTimer(_ id: Heartbeat.TimerID, deadline: MonotonicInstant) {

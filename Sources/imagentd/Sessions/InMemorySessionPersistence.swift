@@ -29,12 +29,23 @@ final class InMemorySessionPersistence: SessionPersistence {
         return loop.makeSucceededVoidFuture()
     }
 
-    func appendOutbound(session: UInt64, seq: UInt64, payload: ByteBuffer) -> EventLoopFuture<Void> {
+    func appendOutbound(session: UInt64, seq: UInt64, payload: ByteBuffer, expiresAtMS: Int64?) -> EventLoopFuture<Void> {
         change(session) { stored in
             guard seq == stored.sentSeq + 1 else { throw SessionPersistenceError.failed("outbound seq \(seq) after \(stored.sentSeq)") }
             stored.outbox.append((seq, payload))
+            stored.outboxDeadlines[seq] = expiresAtMS
             stored.sentSeq = seq
             return 1
+        }
+    }
+
+    func giveUpOutbound(session: UInt64, seq: UInt64) -> EventLoopFuture<Void> {
+        change(session) { stored in
+            guard let index = stored.outbox.firstIndex(where: { $0.seq == seq }) else { return 0 }
+            stored.outbox.remove(at: index)
+            stored.outboxDeadlines[seq] = nil
+            stored.givenUp += 1
+            return -1
         }
     }
 

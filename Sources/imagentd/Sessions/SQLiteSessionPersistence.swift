@@ -49,7 +49,10 @@ final class SQLiteSessionPersistence: SessionPersistence, Sendable {
                     ackedSeq: record.ackedSeq, deliveredSeq: record.deliveredSeq,
                     outbox: stored.outbox.map { ($0.seq, $0.payload) },
                     inbox: stored.inbox.map { ($0.seq, $0.payload) },
-                    sentSeq: record.sentSeq, receivedSeq: record.receivedSeq))
+                    sentSeq: record.sentSeq, receivedSeq: record.receivedSeq,
+                    outboxDeadlines: Dictionary(stored.outbox.compactMap { m in m.expiresAtMS.map { (m.seq, $0) } },
+                                                uniquingKeysWith: { first, _ in first }),
+                    givenUp: record.givenUp))
             }
             return result
         }.flatMapErrorThrowing { throw Self.translate($0) }
@@ -61,8 +64,12 @@ final class SQLiteSessionPersistence: SessionPersistence, Sendable {
                                        createdAtMS: Int64(WallClock.nowMS()), on: loop).map { _ in })
     }
 
-    func appendOutbound(session: UInt64, seq: UInt64, payload: ByteBuffer) -> EventLoopFuture<Void> {
-        translated(store.appendOutbound(session: session, seq: seq, payload: payload, on: loop))
+    func appendOutbound(session: UInt64, seq: UInt64, payload: ByteBuffer, expiresAtMS: Int64?) -> EventLoopFuture<Void> {
+        translated(store.appendOutbound(session: session, seq: seq, payload: payload, expiresAtMS: expiresAtMS, on: loop))
+    }
+
+    func giveUpOutbound(session: UInt64, seq: UInt64) -> EventLoopFuture<Void> {
+        translated(store.giveUpOutbound(session: session, seq: seq, on: loop))
     }
 
     func markAcked(session: UInt64, seq: UInt64) -> EventLoopFuture<Void> {

@@ -5,12 +5,28 @@ import NIOCore
 /// and what is queued each way. A value, changed only by `SessionRouter`.
 ///
 /// ```
-/// outbound:  ackedSeq < transmittedSeq ≤ sentSeq ≤ assignedSeq
+/// outbound:  ackedSeq < (transmittedCount entries) ≤ sentSeq ≤ assignedSeq
 ///            └ server holds ┘└ on this link ┘└ stored ┘└ being stored
 /// inbound:   deliveredSeq ≤ dispatchedSeq ≤ receivedSeq ≤ storingSeq
 ///            └ client ACKed ┘└ sent as MESSAGE ┘└ stored ┘└ being stored
 /// ```
+///
+/// DATA on the wire carries *wire* seqs: the outbox in order without the
+/// messages given up (TTL passed, too large for the server), so that the
+/// server sees no gap. Until a message is given up, wire seq = IPC seq; the
+/// outbox entry at offset `i` has wire seq `wireAckedSeq + 1 + i`.
 struct Session {
+    /// One outbound message stored and not yet acknowledged by the server.
+    struct OutboundEntry {
+        var seq: UInt64
+        var payload: ByteBuffer
+        /// When its TTL passes (ms since the Unix epoch), or nil for never.
+        var deadlineMS: Int64?
+        /// It was written on some link (or restored after a restart) and the
+        /// server has not said since that it lacks it: it must not be given up.
+        var mayBeHeld: Bool
+    }
+
     /// Where the session stands with the server on the current link.
     enum Upstream: Hashable {
         /// No link, or the link has not been told about it yet.
@@ -31,6 +47,8 @@ struct Session {
     /// allocate room for 16 messages, twice per session: about 1.3 KB of the
     /// 1.6 KB an idle session used to cost.
     static let emptyQueue = Queue(initialCapacity: 1)
+    /// The same for the outbox, whose entries also carry a TTL.
+    static let emptyOutbox = CircularBuffer<OutboundEntry>(initialCapacity: 1)
 
     let id: UInt64
     let service: String
@@ -48,14 +66,18 @@ struct Session {
     var sentSeq: UInt64 = 0
     /// The highest seq the server acknowledged.
     var ackedSeq: UInt64 = 0
-    /// The highest seq written on the current link; `ackedSeq` after a link change.
-    var transmittedSeq: UInt64 = 0
-    /// Messages `ackedSeq + 1 … sentSeq`.
-    var outbox = Session.emptyQueue
+    /// The wire seq of the last message the server acknowledged (see above).
+    var wireAckedSeq: UInt64 = 0
+    /// Outbox entries, from the front, written on the current link; 0 after a link change.
+    var transmittedCount = 0
+    /// Messages given up so far (persisted, to rebuild `wireAckedSeq` after a restart).
+    var givenUp: UInt64 = 0
+    /// Messages `ackedSeq + 1 … sentSeq`, without those given up.
+    var outbox = Session.emptyOutbox
     /// Messages `sentSeq + 1 … assignedSeq` being stored, with the token of
     /// their store request and whether it has completed (they become `sentSeq`
     /// in order only).
-    var storingOut: [UInt64: (payload: ByteBuffer, token: UInt64, stored: Bool)] = [:]
+    var storingOut: [UInt64: (payload: ByteBuffer, token: UInt64, stored: Bool, deadlineMS: Int64?)] = [:]
     /// DATA frames the server lets us have unacknowledged; nil without FLOW.
     var sendWindow: UInt32?
 
@@ -89,10 +111,19 @@ struct Session {
         self.init(id: stored.record.id, service: stored.record.service, owner: stored.record.owner,
                   priority: stored.record.priority, durable: stored.record.durable)
         ackedSeq = stored.ackedSeq
-        transmittedSeq = stored.ackedSeq
         sentSeq = max(stored.sentSeq, stored.ackedSeq)
         assignedSeq = sentSeq
-        for message in stored.outbox where message.seq > ackedSeq { outbox.append(message) }
+        // Whatever was stored may have reached the server before the restart: only its
+        // OPEN_OK (LAST_ACKED) says which did not, and only those may expire.
+        for message in stored.outbox where message.seq > ackedSeq {
+            outbox.append(OutboundEntry(seq: message.seq, payload: message.payload,
+                                        deadlineMS: stored.outboxDeadlines[message.seq], mayBeHeld: true))
+        }
+        givenUp = stored.givenUp
+        // Given up above ackedSeq are the outbox's holes; the rest were below it.
+        let holesAbove = (sentSeq - ackedSeq) - min(sentSeq - ackedSeq, UInt64(outbox.count))
+        let givenUpBelow = givenUp - min(givenUp, holesAbove)
+        wireAckedSeq = ackedSeq - min(ackedSeq, givenUpBelow)
         deliveredSeq = stored.deliveredSeq
         dispatchedSeq = stored.deliveredSeq
         receivedSeq = max(stored.receivedSeq, stored.deliveredSeq)
@@ -105,7 +136,7 @@ struct Session {
     }
 
     /// Outbound messages not yet acknowledged by the server, including those being stored.
-    var outboxCount: Int { Int(assignedSeq - ackedSeq) }
+    var outboxCount: Int { outbox.count + storingOut.count }
     /// Inbound messages stored but not acknowledged by a client.
     var inboxCount: Int { Int(receivedSeq - deliveredSeq) }
 

@@ -27,6 +27,11 @@ enum SessionAction {
     case sessionsActive(Bool)
     /// Something worth a line in the log.
     case log(SessionLogLevel, String)
+    /// A session was opened, attached, detached or closed, or changed state: for WATCH subscribers.
+    case watch(SessionChange)
+    /// A TTL passes at this time (ms since the Unix epoch): call `expireDue()` then
+    /// (a timer already set for an earlier time serves).
+    case expireAt(Int64)
 }
 
 enum SessionLogLevel: Hashable, Sendable {
@@ -36,7 +41,8 @@ enum SessionLogLevel: Hashable, Sendable {
 /// A persistence operation (see `SessionPersistence`).
 enum PersistOperation {
     case create(StoredSessionRecord)
-    case appendOutbound(session: UInt64, seq: UInt64, payload: ByteBuffer)
+    case appendOutbound(session: UInt64, seq: UInt64, payload: ByteBuffer, expiresAtMS: Int64?)
+    case giveUpOutbound(session: UInt64, seq: UInt64)
     case markAcked(session: UInt64, seq: UInt64)
     case appendInbound(session: UInt64, seq: UInt64, payload: ByteBuffer)
     case markDelivered(session: UInt64, seq: UInt64)
@@ -55,6 +61,8 @@ enum PersistContinuation: Hashable, Sendable {
     case inboundStored(session: UInt64, seq: UInt64, token: UInt64)
     /// Nothing waits on it: only a failure is logged.
     case deliveredStored(session: UInt64, seq: UInt64)
+    /// EXPIRED to the attached client: the message was given up.
+    case givenUp(session: UInt64, seq: UInt64, code: IPCErrorCode, reason: String)
     /// OK to the closing client, if any (request 0: the server closed it).
     case closed(client: UInt64?, request: UInt32, session: UInt64)
 }

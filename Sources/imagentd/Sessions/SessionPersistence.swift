@@ -17,7 +17,11 @@ protocol SessionPersistence: AnyObject {
     /// Everything stored, for the router's start-up.
     func load() -> EventLoopFuture<StoredSessions>
     func createSession(_ record: StoredSessionRecord) -> EventLoopFuture<Void>
-    func appendOutbound(session: UInt64, seq: UInt64, payload: ByteBuffer) -> EventLoopFuture<Void>
+    /// `expiresAtMS`: when its TTL passes (ms since the Unix epoch), kept for after a restart.
+    func appendOutbound(session: UInt64, seq: UInt64, payload: ByteBuffer, expiresAtMS: Int64?) -> EventLoopFuture<Void>
+    /// Outbound message `seq` never reached the server and never will (TTL, too large):
+    /// forget it and count it in the session's `givenUp`.
+    func giveUpOutbound(session: UInt64, seq: UInt64) -> EventLoopFuture<Void>
     /// The server holds every outbound message up to `seq`: they may be forgotten.
     func markAcked(session: UInt64, seq: UInt64) -> EventLoopFuture<Void>
     func appendInbound(session: UInt64, seq: UInt64, payload: ByteBuffer) -> EventLoopFuture<Void>
@@ -64,6 +68,10 @@ struct StoredSession: Hashable, Sendable {
     var sentSeq: UInt64
     /// The highest inbound seq ever stored.
     var receivedSeq: UInt64
+    /// TTL deadlines (ms since the Unix epoch) of outbox messages that have one, by seq.
+    var outboxDeadlines: [UInt64: Int64] = [:]
+    /// Outbound messages given up so far.
+    var givenUp: UInt64 = 0
 
     static func == (lhs: StoredSession, rhs: StoredSession) -> Bool {
         lhs.record == rhs.record && lhs.ackedSeq == rhs.ackedSeq && lhs.deliveredSeq == rhs.deliveredSeq

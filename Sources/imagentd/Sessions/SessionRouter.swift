@@ -24,6 +24,8 @@ struct SessionLimits: Hashable, Sendable {
 struct LinkInfo: Hashable, Sendable {
     /// WINDOW frames were negotiated.
     var flow: Bool
+    /// The largest DATA body the server accepts (HELLO_OK MAX_FRAME); a larger message is given up.
+    var maxFrame: UInt32 = FrameHeader.maxNegotiableBody
 }
 
 /// Who is asking: from the kernel's peer credentials, never from the client.
@@ -56,6 +58,10 @@ struct SessionRouter<Random: RandomNumberGenerator> {
     private var ackFlushScheduled = false
     private var reportedActive = false
     private var nextToken: UInt64 = 0
+    /// Sessions with outbox messages that have a TTL.
+    private var sessionsWithTTL: Set<UInt64> = []
+    /// Wall-clock time in ms since the Unix epoch, for TTLs (a fixed clock in tests).
+    var clock: () -> Int64 = { 0 }
     var limits: SessionLimits
     private var random: Random
 
@@ -69,7 +75,10 @@ struct SessionRouter<Random: RandomNumberGenerator> {
     /// The stored sessions, before any client or link event.
     mutating func restore(_ stored: StoredSessions) {
         closedIDs = stored.closed
-        for session in stored.open { sessions[session.record.id] = Session(restoring: session) }
+        for session in stored.open {
+            sessions[session.record.id] = Session(restoring: session)
+            if !session.outboxDeadlines.isEmpty { sessionsWithTTL.insert(session.record.id) }
+        }
     }
 
     // MARK: Client requests
@@ -105,6 +114,7 @@ struct SessionRouter<Random: RandomNumberGenerator> {
             session.dispatchedSeq = session.deliveredSeq
             sessions[id] = session
             actions.append(.reply(client: client.id, request: request, .opened(opened(session))))
+            actions.append(.watch(SessionChange(.attached, session)))
             actions += deliver(id)
         }
         return finish(actions)
@@ -120,7 +130,8 @@ struct SessionRouter<Random: RandomNumberGenerator> {
             }
             session.attachedClient = nil
             sessions[id] = session
-            return finish([.reply(client: client.id, request: request, .ok(.init()))])
+            return finish([.reply(client: client.id, request: request, .ok(.init())),
+                           .watch(SessionChange(.detached, session, reason: "DETACH"))] + dropUnattended(id))
         }
     }
 
@@ -133,7 +144,8 @@ struct SessionRouter<Random: RandomNumberGenerator> {
             if let other = session.attachedClient, other != client.id {
                 actions.append(.event(client: other, .sessionState(.init(session: id, state: .closed, message: "closed by another client"))))
             }
-            actions += closeLocally(id, tellUpstream: true, then: .closed(client: client.id, request: request, session: id))
+            actions += closeLocally(id, tellUpstream: true, reason: "closed by a client",
+                                    then: .closed(client: client.id, request: request, session: id))
             return finish(actions)
         }
     }
@@ -162,8 +174,10 @@ struct SessionRouter<Random: RandomNumberGenerator> {
         session.assignedSeq += 1
         let seq = session.assignedSeq
         let token = takeToken()
-        session.storingOut[seq] = (send.payload, token, false)
-        return [.persist(.appendOutbound(session: send.session, seq: seq, payload: send.payload),
+        // TTL_MS 0 or absent: forever.
+        let deadline = send.ttlMS.flatMap { $0 == 0 ? nil : clock() + Int64($0) }
+        session.storingOut[seq] = (send.payload, token, false, deadline)
+        return [.persist(.appendOutbound(session: send.session, seq: seq, payload: send.payload, expiresAtMS: deadline),
                          then: .accepted(client: client.id, request: request, session: send.session, seq: seq, token: token))]
     }
 
@@ -193,6 +207,7 @@ struct SessionRouter<Random: RandomNumberGenerator> {
                 actions.append(.send(.window(WindowUpdate(session: id, window: Session.defaultWindow))))
             }
             actions.append(.event(client: client.id, .sessionState(.init(session: id, state: session.state))))
+            actions.append(.watch(SessionChange(.state, session, reason: "the client caught up")))
         }
         return actions
     }
@@ -200,9 +215,14 @@ struct SessionRouter<Random: RandomNumberGenerator> {
     /// A client's connection is gone: its sessions live on, detached.
     mutating func clientDisconnected(_ clientID: UInt64) -> [SessionAction] {
         blockedClients.remove(clientID)
-        for (id, session) in sessions where session.attachedClient == clientID { sessions[id]?.attachedClient = nil }
+        var actions: [SessionAction] = []
+        for id in sessionIDsByPriority where sessions[id]?.attachedClient == clientID {
+            sessions[id]?.attachedClient = nil
+            if let session = sessions[id] { actions.append(.watch(SessionChange(.detached, session, reason: "client disconnected"))) }
+            actions += dropUnattended(id)
+        }
         for (id, session) in creating where session.attachedClient == clientID { creating[id]?.attachedClient = nil }
-        return finish([])
+        return finish(actions)
     }
 
     /// Whether a client's channel accepts more: blocked clients get no
@@ -222,15 +242,15 @@ struct SessionRouter<Random: RandomNumberGenerator> {
 
     // MARK: Link
 
-    mutating func linkEstablished(flow: Bool) -> [SessionAction] {
-        link = LinkInfo(flow: flow)
+    mutating func linkEstablished(flow: Bool, maxFrame: UInt32 = FrameHeader.maxNegotiableBody) -> [SessionAction] {
+        link = LinkInfo(flow: flow, maxFrame: maxFrame)
         var actions: [SessionAction] = []
         for id in closeUpstream.sorted() { actions.append(.send(.close(Close(session: id)))) }
         closeUpstream.removeAll()
         for id in sessionIDsByPriority {
             guard var session = sessions[id], !session.isFailed else { continue }
             session.upstream = .opening
-            session.transmittedSeq = session.ackedSeq
+            session.transmittedCount = 0
             // The server resends from RESUME_AFTER + 1, which acknowledges everything up to it.
             session.ackedUpstreamSeq = session.receivedSeq
             sessions[id] = session
@@ -247,11 +267,14 @@ struct SessionRouter<Random: RandomNumberGenerator> {
             let wasOpen = session.upstream == .open
             session.upstream = .idle
             // Nothing in flight survives the link: OPEN_OK says where to resume.
-            session.transmittedSeq = session.ackedSeq
+            session.transmittedCount = 0
             session.sendWindow = nil
             sessions[id] = session
-            if wasOpen, let client = session.attachedClient {
-                actions.append(.event(client: client, .sessionState(.init(session: id, state: .pending, message: "the link is down"))))
+            if wasOpen {
+                if let client = session.attachedClient {
+                    actions.append(.event(client: client, .sessionState(.init(session: id, state: .pending, message: "the link is down"))))
+                }
+                actions.append(.watch(SessionChange(.state, session, reason: "the link is down")))
             }
         }
         return actions
@@ -278,7 +301,8 @@ struct SessionRouter<Random: RandomNumberGenerator> {
             if let client = sessions[close.session]?.attachedClient {
                 actions.append(.event(client: client, .sessionState(.init(session: close.session, state: .closed, message: "closed by the server"))))
             }
-            actions += closeLocally(close.session, tellUpstream: false, then: .closed(client: nil, request: 0, session: close.session))
+            actions += closeLocally(close.session, tellUpstream: false, reason: "closed by the server",
+                                    then: .closed(client: nil, request: 0, session: close.session))
             return finish(actions)
         case .error(let error):
             guard error.code == .unknownSession else {
@@ -289,7 +313,7 @@ struct SessionRouter<Random: RandomNumberGenerator> {
             }
             // The server forgot the session on this link: OPEN again and resume from its OPEN_OK.
             session.upstream = .opening
-            session.transmittedSeq = session.ackedSeq
+            session.transmittedCount = 0
             session.sendWindow = nil
             sessions[error.session] = session
             return [.log(.info, "server does not know session \(error.session); opening it again"), .send(.open(openFrame(session)))]
@@ -332,6 +356,7 @@ struct SessionRouter<Random: RandomNumberGenerator> {
                 session.upstream = .opening
                 actions.append(.send(.open(openFrame(session))))
             }
+            actions.append(.watch(SessionChange(.opened, session)))
             sessions[id] = session
             return finish(actions)
 
@@ -357,6 +382,18 @@ struct SessionRouter<Random: RandomNumberGenerator> {
                 return [.log(.warning, "session \(id): delivered seq \(seq) not stored: \(error)")]
             }
             return []
+
+        case .givenUp(let id, let seq, let code, let reason):
+            var actions: [SessionAction] = []
+            if case .failure(let error) = result {
+                // The message stays stored: after a restart it is given up again (or sent, if the server lacks it).
+                actions.append(.log(.warning, "session \(id): giving up seq \(seq) not stored: \(error)"))
+            }
+            actions.append(.log(.info, "session \(id): outbound seq \(seq) given up: \(reason)"))
+            if let client = sessions[id]?.attachedClient {
+                actions.append(.event(client: client, .expired(.init(session: id, seq: seq, code: code, message: reason))))
+            }
+            return actions
 
         case .closed(let client, let request, let id):
             var actions: [SessionAction] = []
@@ -448,10 +485,11 @@ extension SessionRouter {
     }
 
     /// Forgets a session for good and keeps its id reserved.
-    private mutating func closeLocally(_ id: UInt64, tellUpstream: Bool, then continuation: PersistContinuation) -> [SessionAction] {
+    private mutating func closeLocally(_ id: UInt64, tellUpstream: Bool, reason: String,
+                                       then continuation: PersistContinuation) -> [SessionAction] {
         guard let session = sessions.removeValue(forKey: id) else { return [] }
         closedIDs.insert(id)
-        var actions: [SessionAction] = []
+        var actions: [SessionAction] = [.watch(SessionChange(.closed, session, state: .closed, reason: reason))]
         if tellUpstream, !session.isFailed {
             if link != nil { actions.append(.send(.close(Close(session: id)))) } else { closeUpstream.insert(id) }
         }
@@ -498,7 +536,11 @@ extension SessionRouter {
             while let next = session.storingOut[session.sentSeq + 1], next.stored {
                 session.storingOut[session.sentSeq + 1] = nil
                 session.sentSeq += 1
-                session.outbox.append((session.sentSeq, next.payload))
+                session.outbox.append(.init(seq: session.sentSeq, payload: next.payload, deadlineMS: next.deadlineMS, mayBeHeld: false))
+                if let deadline = next.deadlineMS {
+                    sessionsWithTTL.insert(id)
+                    actions.append(.expireAt(deadline))
+                }
             }
             actions.append(.reply(client: client, request: request, .accepted(.init(session: id, seq: seq))))
             sessions[id] = session
@@ -507,29 +549,100 @@ extension SessionRouter {
         }
     }
 
-    /// DATA for what the window allows, from `transmittedSeq + 1`.
+    /// DATA for what the window allows, after the entries already on this link.
+    /// A message whose TTL passed, or too large for the server, is given up
+    /// here instead: it was never on this link, and OPEN_OK said the server lacks it.
     private mutating func transmit(_ id: UInt64) -> [SessionAction] {
-        guard link != nil, let upstream = sessions[id]?.upstream, upstream == .open else { return [] }
+        guard let link, let upstream = sessions[id]?.upstream, upstream == .open else { return [] }
         var session = take(id)
         defer { sessions[id] = session }
         var actions: [SessionAction] = []
-        while session.transmittedSeq < session.sentSeq {
-            if let window = session.sendWindow, session.transmittedSeq - session.ackedSeq >= UInt64(window) { break }
-            let message = session.outbox[session.outbox.index(session.outbox.startIndex, offsetBy: Int(session.transmittedSeq - session.ackedSeq))]
-            session.transmittedSeq += 1
-            actions.append(.send(.data(DataFrame(session: id, seq: message.seq, body: message.payload))))
+        let now = clock()
+        while session.transmittedCount < session.outbox.count {
+            if let window = session.sendWindow, session.transmittedCount >= Int(window) { break }
+            let index = session.outbox.index(session.outbox.startIndex, offsetBy: session.transmittedCount)
+            let message = session.outbox[index]
+            if !message.mayBeHeld, let deadline = message.deadlineMS, deadline <= now {
+                actions += giveUp(&session, at: session.transmittedCount, code: .expired, reason: "its TTL passed before it reached the server")
+                continue
+            }
+            if message.payload.readableBytes > Int(link.maxFrame) {
+                actions += giveUp(&session, at: session.transmittedCount, code: .payloadTooLarge,
+                                  reason: "\(message.payload.readableBytes) bytes exceed the server's MAX_FRAME of \(link.maxFrame) bytes")
+                continue
+            }
+            session.outbox[index].mayBeHeld = true
+            session.transmittedCount += 1
+            let wireSeq = session.wireAckedSeq + UInt64(session.transmittedCount)
+            actions.append(.send(.data(DataFrame(session: id, seq: wireSeq, body: message.payload))))
         }
         return actions
     }
 
-    /// The server holds everything up to `seq`: drop it, record it, and tell the client once stored.
-    private mutating func advanceAcked(_ id: UInt64, to seq: UInt64) -> [SessionAction] {
-        guard let ackedSeq = sessions[id]?.ackedSeq, seq > ackedSeq else { return [] }
-        var session = take(id)
-        let dropped = Int(min(seq, session.sentSeq) - session.ackedSeq)
-        session.outbox.removeFirst(dropped)
+    /// Forgets the outbox entry at `offset` (not on the current link, not held by the server)
+    /// and tells its client once that is stored.
+    private func giveUp(_ session: inout Session, at offset: Int, code: IPCErrorCode, reason: String) -> [SessionAction] {
+        let entry = session.outbox.remove(at: session.outbox.index(session.outbox.startIndex, offsetBy: offset))
+        session.givenUp += 1
+        return [.persist(.giveUpOutbound(session: session.id, seq: entry.seq),
+                         then: .givenUp(session: session.id, seq: entry.seq, code: code, reason: reason))]
+    }
+
+    /// Gives up the session's messages whose TTL passed and that the server
+    /// is known not to have; returns the next deadline still ahead, if any.
+    private mutating func expire(_ id: UInt64, now: Int64) -> (actions: [SessionAction], next: Int64?) {
+        guard var session = sessions[id] else {
+            sessionsWithTTL.remove(id)
+            return ([], nil)
+        }
+        var actions: [SessionAction] = []
+        var next: Int64?
+        var waiting = false
+        var offset = session.transmittedCount  // those before are on the current link: the server decides them
+        while offset < session.outbox.count {
+            let entry = session.outbox[session.outbox.index(session.outbox.startIndex, offsetBy: offset)]
+            if let deadline = entry.deadlineMS {
+                if !entry.mayBeHeld, deadline <= now {
+                    actions += giveUp(&session, at: offset, code: .expired, reason: "its TTL passed before it reached the server")
+                    continue
+                }
+                waiting = true
+                if !entry.mayBeHeld { next = min(next ?? deadline, deadline) }
+            }
+            offset += 1
+        }
+        if !waiting, !session.outbox.prefix(session.transmittedCount).contains(where: { $0.deadlineMS != nil }) {
+            sessionsWithTTL.remove(id)
+        }
+        sessions[id] = session
+        return (actions, next)
+    }
+
+    /// The TTL timer fired: give up what is due, everywhere.
+    mutating func expireDue() -> [SessionAction] {
+        let now = clock()
+        var actions: [SessionAction] = []
+        var next: Int64?
+        for id in sessionsWithTTL.sorted() {
+            let (expired, due) = expire(id, now: now)
+            actions += expired
+            if let due { next = min(next ?? due, due) }
+        }
+        if let next { actions.append(.expireAt(next)) }
+        return actions
+    }
+
+    /// The server holds everything up to wire seq `wireSeq`: drop it, record
+    /// it (as the IPC seq of the last message it covers), and tell the client once stored.
+    private mutating func advanceAcked(_ id: UInt64, toWire wireSeq: UInt64) -> [SessionAction] {
+        guard var session = sessions[id], wireSeq > session.wireAckedSeq else { return [] }
+        let count = Int(min(wireSeq - session.wireAckedSeq, UInt64(session.outbox.count)))
+        guard count > 0 else { return [] }
+        let seq = session.outbox[session.outbox.index(session.outbox.startIndex, offsetBy: count - 1)].seq
+        session.outbox.removeFirst(count)
         session.ackedSeq = seq
-        session.transmittedSeq = max(session.transmittedSeq, seq)
+        session.wireAckedSeq += UInt64(count)
+        session.transmittedCount = max(0, session.transmittedCount - count)
         sessions[id] = session
         return [.persist(.markAcked(session: id, seq: seq), then: .ackedStored(session: id, seq: seq))]
     }
@@ -539,22 +652,36 @@ extension SessionRouter {
             return [.log(.debug, "OPEN_OK for session \(ok.session), which is not being opened")]
         }
         var actions: [SessionAction] = []
+        // LAST_ACKED is a wire seq (see `Session`).
         var lastAcked = ok.lastAcked
-        if lastAcked > session.sentSeq {
-            actions.append(.log(.warning, "session \(ok.session): server claims seq \(lastAcked) but only \(session.sentSeq) were sent"))
-            lastAcked = session.sentSeq
+        let highest = session.wireAckedSeq + UInt64(session.outbox.count)
+        if lastAcked > highest {
+            actions.append(.log(.warning, "session \(ok.session): server claims wire seq \(lastAcked) but only \(highest) were sent"))
+            lastAcked = highest
         }
-        if lastAcked < session.ackedSeq {
-            actions.append(.log(.warning, "session \(ok.session): server lost messages \(lastAcked + 1)…\(session.ackedSeq), which it had acknowledged"))
+        if lastAcked < session.wireAckedSeq {
+            actions.append(.log(.warning, "session \(ok.session): server lost wire seqs \(lastAcked + 1)…\(session.wireAckedSeq), which it had acknowledged"))
         }
         session.upstream = .open
-        session.transmittedSeq = session.ackedSeq
+        session.transmittedCount = 0
         session.sendWindow = link?.flow == true ? (ok.window ?? Session.defaultWindow) : nil
         sessions[ok.session] = session
-        actions += advanceAcked(ok.session, to: lastAcked)
+        actions += advanceAcked(ok.session, toWire: lastAcked)
+        // The server lacks everything after LAST_ACKED: from now on their TTLs count.
+        if var current = sessions[ok.session] {
+            for index in current.outbox.indices { current.outbox[index].mayBeHeld = false }
+            sessions[ok.session] = current
+        }
+        if sessionsWithTTL.contains(ok.session) {
+            let (expired, next) = expire(ok.session, now: clock())
+            actions += expired
+            if let next { actions.append(.expireAt(next)) }
+        }
+        session = sessions[ok.session] ?? session
         if let client = session.attachedClient {
             actions.append(.event(client: client, .sessionState(.init(session: ok.session, state: session.state))))
         }
+        actions.append(.watch(SessionChange(.state, session)))
         actions += transmit(ok.session)
         return actions
     }
@@ -569,7 +696,8 @@ extension SessionRouter {
             if let client = session.attachedClient {
                 actions.append(.event(client: client, .sessionState(.init(session: fail.session, state: .closed, code: .sessionClosed, message: text))))
             }
-            actions += closeLocally(fail.session, tellUpstream: false, then: .closed(client: nil, request: 0, session: fail.session))
+            actions += closeLocally(fail.session, tellUpstream: false, reason: "the server closed the session: \(text)",
+                                    then: .closed(client: nil, request: 0, session: fail.session))
             return finish(actions)
         }
         // FORBIDDEN or anything else: this session only fails; the link and the others go on.
@@ -580,19 +708,22 @@ extension SessionRouter {
             actions.append(.event(client: client, .sessionState(.init(session: fail.session, state: .failed, code: .upstreamRejected,
                                                                       message: "the server refused the session (\(fail.code)): \(text)"))))
         }
+        actions.append(.watch(SessionChange(.state, session, reason: "the server refused the session (\(fail.code)): \(text)")))
         return actions
     }
 
     private mutating func ackIn(_ ack: Ack) -> [SessionAction] {
         // Only the counters: a copy of the session held across `advanceAcked` would make it copy the outbox.
-        guard let (ackedSeq, transmittedSeq) = sessions[ack.session].map({ ($0.ackedSeq, $0.transmittedSeq) }) else {
+        guard let (wireAckedSeq, transmittedCount) = sessions[ack.session].map({ ($0.wireAckedSeq, $0.transmittedCount) }) else {
             return [.log(.debug, "ACK for session \(ack.session), which is not open here")]
         }
-        guard ack.seq > ackedSeq else { return [] }
-        guard ack.seq <= transmittedSeq else {
-            return [.dropLink(reason: "ACK \(ack.seq) for session \(ack.session) beyond the last DATA sent (\(transmittedSeq))")]
+        // ACK carries a wire seq (see `Session`).
+        guard ack.seq > wireAckedSeq else { return [] }
+        let lastSent = wireAckedSeq + UInt64(transmittedCount)
+        guard ack.seq <= lastSent else {
+            return [.dropLink(reason: "ACK \(ack.seq) for session \(ack.session) beyond the last DATA sent (\(lastSent))")]
         }
-        return advanceAcked(ack.session, to: ack.seq) + transmit(ack.session)
+        return advanceAcked(ack.session, toWire: ack.seq) + transmit(ack.session)
     }
 
     private mutating func windowIn(_ update: WindowUpdate) -> [SessionAction] {
@@ -655,6 +786,7 @@ extension SessionRouter {
                 ackFlushScheduled = true
                 actions.append(.scheduleAckFlush)
             }
+            actions += dropUnattended(&session)
             if !session.pausedUpstream, link?.flow == true, session.inboxCount >= limits.inboxMessages {
                 session.pausedUpstream = true
                 if session.upstream == .open {
@@ -663,11 +795,40 @@ extension SessionRouter {
                 if let client = session.attachedClient {
                     actions.append(.event(client: client, .sessionState(.init(session: id, state: session.state))))
                 }
+                actions.append(.watch(SessionChange(.state, session, reason: "the inbox is full")))
             }
             sessions[id] = session
             actions += deliver(id)
             return actions
         }
+    }
+
+    /// DURABLE = 0 keeps nothing for a client that is not there: with no
+    /// client attached, the inbox is dropped (marked delivered) as soon as it
+    /// is stored — stored only so that the server's ACK and RESUME_AFTER stay right.
+    private func dropUnattended(_ session: inout Session) -> [SessionAction] {
+        guard !session.durable, session.attachedClient == nil, session.receivedSeq > session.deliveredSeq else { return [] }
+        let seq = session.receivedSeq
+        session.inbox.removeAll()
+        session.deliveredSeq = seq
+        session.dispatchedSeq = seq
+        var actions: [SessionAction] = [.persist(.markDelivered(session: session.id, seq: seq),
+                                                 then: .deliveredStored(session: session.id, seq: seq))]
+        if session.pausedUpstream {
+            session.pausedUpstream = false
+            if session.upstream == .open, link?.flow == true {
+                actions.append(.send(.window(WindowUpdate(session: session.id, window: Session.defaultWindow))))
+            }
+        }
+        return actions
+    }
+
+    /// `dropUnattended` for a session in the table.
+    private mutating func dropUnattended(_ id: UInt64) -> [SessionAction] {
+        guard var session = sessions[id] else { return [] }
+        let actions = dropUnattended(&session)
+        sessions[id] = session
+        return actions
     }
 
     /// The next batch of MESSAGEs for the session's client, if it is attached and reading.

@@ -21,10 +21,17 @@ final class SessionService: LinkSessionDelegate {
     private var pending = CircularBuffer<SessionAction>()
     private var draining = false
     private let trimmer: MemoryTrimmer
+    /// Session changes for WATCH subscribers (set by `DaemonCore`).
+    var onSessionChange: ((SessionChange) -> Void)?
+    /// The one TTL timer: set for the earliest deadline the router announced.
+    private var expiry: (deadline: Int64, task: Scheduled<Void>)?
+    /// Outbound messages given up (EXPIRED), for METRICS.
+    private(set) var expiredTotal = 0
 
     init(limits: SessionLimits, persistence: SessionPersistence, link: LinkEngine, loop: EventLoop, logger: Logger) {
         self.loop = loop
         self.router = SessionRouter(limits: limits, random: SystemRandomNumberGenerator())
+        router.clock = { Int64(WallClock.nowMS()) }
         self.persistence = persistence
         self.link = link
         self.logger = logger
@@ -112,7 +119,7 @@ final class SessionService: LinkSessionDelegate {
     }
 
     func linkEstablished(negotiated: HelloResult, serverMaxFrame: UInt32) {
-        run(router.linkEstablished(flow: negotiated.features.contains(.flow)))
+        run(router.linkEstablished(flow: negotiated.features.contains(.flow), maxFrame: serverMaxFrame))
     }
 
     func linkLost(reason: String) {
@@ -154,6 +161,7 @@ final class SessionService: LinkSessionDelegate {
                 logger.debug("session frame not sent: no link", metadata: ["frame": "\(frame.type)", "session": "\(frame.session)"])
             }
         case .persist(let operation, let continuation):
+            if case .giveUpOutbound = operation { expiredTotal += 1 }
             let bound = NIOLoopBound(self, eventLoop: loop)
             future(of: operation).whenComplete { result in
                 let mapped = result.mapError { error in
@@ -182,6 +190,10 @@ final class SessionService: LinkSessionDelegate {
             loop.execute { bound.value.run(bound.value.router.flushAcks()) }
         case .sessionsActive(let active):
             link.setSessionsActive(active)
+        case .watch(let change):
+            onSessionChange?(change)
+        case .expireAt(let deadline):
+            scheduleExpiry(at: deadline)
         case .log(let level, let text):
             switch level {
             case .debug: logger.debug("\(text)")
@@ -191,10 +203,25 @@ final class SessionService: LinkSessionDelegate {
         }
     }
 
+    private func scheduleExpiry(at deadline: Int64) {
+        if let expiry, expiry.deadline <= deadline { return }
+        expiry?.task.cancel()
+        let delay = max(0, deadline - Int64(WallClock.nowMS()))
+        let bound = NIOLoopBound(self, eventLoop: loop)
+        let task = loop.scheduleTask(in: .milliseconds(delay)) {
+            let service = bound.value
+            service.expiry = nil
+            service.run(service.router.expireDue())
+        }
+        expiry = (deadline, task)
+    }
+
     private func future(of operation: PersistOperation) -> EventLoopFuture<Void> {
         switch operation {
         case .create(let record): persistence.createSession(record)
-        case .appendOutbound(let session, let seq, let payload): persistence.appendOutbound(session: session, seq: seq, payload: payload)
+        case .appendOutbound(let session, let seq, let payload, let expiresAtMS):
+            persistence.appendOutbound(session: session, seq: seq, payload: payload, expiresAtMS: expiresAtMS)
+        case .giveUpOutbound(let session, let seq): persistence.giveUpOutbound(session: session, seq: seq)
         case .markAcked(let session, let seq): persistence.markAcked(session: session, seq: seq)
         case .appendInbound(let session, let seq, let payload): persistence.appendInbound(session: session, seq: seq, payload: payload)
         case .markDelivered(let session, let seq): persistence.markDelivered(session: session, seq: seq)

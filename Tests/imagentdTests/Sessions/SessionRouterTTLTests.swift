@@ -1,0 +1,107 @@
+import AgentIPC
+import IMLink
+import NIOCore
+import Testing
+
+@testable import imagentd
+
+extension [SessionAction] {
+    var expired: [IPCMessage.Expired] {
+        events.compactMap { if case .expired(let expired) = $0 { expired } else { nil } }
+    }
+
+    var dataPayloads: [String] {
+        frames.compactMap { if case .data(let data) = $0 { String(buffer: data.body) } else { nil } }
+    }
+
+    var expiryTimers: [Int64] {
+        compactMap { if case .expireAt(let deadline) = $0 { deadline } else { nil } }
+    }
+}
+
+/// A fixed, settable wall clock for TTLs.
+final class FakeWallClock {
+    var nowMS: Int64 = 1_000
+}
+
+@Suite struct SessionRouterTTLTests {
+    private func router(_ clock: FakeWallClock) -> TestRouter {
+        var router = makeRouter()
+        router.clock = { clock.nowMS }
+        return router
+    }
+
+    private func send(_ router: inout TestRouter, _ id: UInt64, _ text: String, ttl: UInt32? = nil) -> [SessionAction] {
+        router.completing(router.clientSend(alice, request: 9, .init(session: id, payload: bytes(text), ttlMS: ttl)))
+    }
+
+    @Test func ttlPassingBeforeTheLinkIsUp_givesTheMessageUp_andTheWireHasNoGap() {
+        let clock = FakeWallClock()
+        var router = router(clock)
+        let id = router.newSession()
+        _ = send(&router, id, "one")
+        #expect(send(&router, id, "two", ttl: 500).expiryTimers == [1_500])
+        _ = send(&router, id, "three", ttl: 0)  // 0: forever
+        clock.nowMS = 1_499
+        #expect(router.completing(router.expireDue()).expired.isEmpty)
+        clock.nowMS = 1_500
+        let due = router.completing(router.expireDue())
+        #expect(due.expired.map(\.seq) == [2])
+        #expect(due.expired.first?.code == .expired)
+
+        let up = router.establish()
+        #expect(up.dataSeqs == [1, 2])
+        #expect(up.dataPayloads == ["one", "three"])
+        // The server's ACK 2 (wire) covers IPC seq 3.
+        #expect(router.completing(router.received(.ack(Ack(session: id, seq: 2)))).ackedEvents == [3])
+        #expect(router.sessions[id]?.outboxCount == 0)
+        #expect(send(&router, id, "four").dataSeqs == [3])
+    }
+
+    @Test func aMessageOnTheLink_isLeftToTheServer_untilTheNextOpenOKSaysItLacksIt() {
+        let clock = FakeWallClock()
+        var router = router(clock)
+        let id = router.newSession()
+        _ = router.establish()
+        #expect(send(&router, id, "a", ttl: 100).dataSeqs == [1])
+        _ = send(&router, id, "b", ttl: 100)
+        clock.nowMS = 5_000
+        #expect(router.completing(router.expireDue()).expired.isEmpty)  // both in flight
+        _ = router.linkLost()
+        #expect(router.completing(router.expireDue()).expired.isEmpty)  // they may have reached the server
+        // The new link's OPEN_OK: the server has "a", not "b".
+        let again = router.establish(lastAcked: { _ in 1 })
+        #expect(again.ackedEvents == [1])
+        #expect(again.expired.map(\.seq) == [2])
+        #expect(again.dataSeqs.isEmpty)
+    }
+
+    @Test func afterARestart_wireSeqsAreRebuiltFromTheGivenUpCount() {
+        // Seq 2 was given up before seq 3 was acknowledged (wire 2), seq 5 after: wire 3, 4 are seqs 4, 6.
+        var router = makeRouter()
+        let stored = StoredSession(
+            record: StoredSessionRecord(id: 77, service: "echo", owner: 1000, priority: .normal, durable: true),
+            ackedSeq: 3, deliveredSeq: 0, outbox: [(4, bytes("d")), (6, bytes("f"))], inbox: [], sentSeq: 6, receivedSeq: 0,
+            givenUp: 2)
+        router.restore(StoredSessions(open: [stored], closed: []))
+        let up = router.establish(lastAcked: { _ in 2 })
+        #expect(up.dataSeqs == [3, 4])
+        #expect(up.dataPayloads == ["d", "f"])
+        #expect(router.completing(router.received(.ack(Ack(session: 77, seq: 4)))).persists.contains(.ackedStored(session: 77, seq: 6)))
+    }
+
+    @Test func aMessageLargerThanTheServersMaxFrame_failsAlone() {
+        let clock = FakeWallClock()
+        var router = router(clock)
+        let id = router.newSession()
+        let opens = router.linkEstablished(flow: true, maxFrame: 1_024).opens
+        _ = router.completing(router.received(.openOK(OpenOK(session: opens[0].session, lastAcked: 0))))
+        #expect(send(&router, id, "small").dataSeqs == [1])
+        let big = send(&router, id, String(repeating: "x", count: 2_000))
+        #expect(big.dataSeqs.isEmpty)
+        #expect(big.expired.map(\.seq) == [2])
+        #expect(big.expired.first?.code == .payloadTooLarge)
+        #expect(send(&router, id, "after").dataSeqs == [2])
+        #expect(!big.dropsLink)
+    }
+}

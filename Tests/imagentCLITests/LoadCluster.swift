@@ -83,10 +83,11 @@ final class LoadCluster: @unchecked Sendable {
         return String(decoding: reply, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
-    /// SIGTERM (the server commits what it holds and exits), then the same port and state file again.
-    func restartServer() async throws {
+    /// SIGTERM (the server commits what it holds and exits) or SIGKILL (it commits before it
+    /// acknowledges, so nothing acknowledged is lost), then the same port and state file again.
+    func restartServer(killing: Bool = false) async throws {
         if let server: Process = lock.withLock({ self.server }) {
-            server.terminate()
+            kill(server.processIdentifier, killing ? SIGKILL : SIGTERM)
             try await waitForExit(server, within: .seconds(15))
         }
         try await startServer()

@@ -51,6 +51,10 @@ struct SessionRouter<Random: RandomNumberGenerator> {
     private var closeUpstream: Set<UInt64> = []
     /// Clients whose channel is full: no MESSAGE until they drain.
     private var blockedClients: Set<UInt64> = []
+    /// Attaches (OPEN of an existing session) waiting for SENDs still being stored: OPENED's
+    /// SENT_SEQ must count every message that will be ACCEPTED, or a client resuming after it
+    /// would send those again.
+    private var attachesAwaitingStores: [UInt64: [(client: UInt64, request: UInt32)]] = [:]
     /// Whether a link is established, and whether it negotiated FLOW.
     private(set) var link: LinkInfo?
     private var ackFlushScheduled = false
@@ -104,6 +108,11 @@ struct SessionRouter<Random: RandomNumberGenerator> {
             // Redelivery starts after what a client acknowledged, whatever was sent before.
             session.dispatchedSeq = session.deliveredSeq
             sessions[id] = session
+            if session.assignedSeq > session.sentSeq {
+                // SENDs (of a client that went away, usually) are being stored: OPENED follows them.
+                attachesAwaitingStores[id, default: []].append((client.id, request))
+                return finish(actions)
+            }
             actions.append(.reply(client: client.id, request: request, .opened(opened(session))))
             actions += deliver(id)
         }
@@ -201,6 +210,10 @@ struct SessionRouter<Random: RandomNumberGenerator> {
     /// A client's connection is gone: its sessions live on, detached.
     mutating func clientDisconnected(_ clientID: UInt64) -> [SessionAction] {
         blockedClients.remove(clientID)
+        for (id, waiting) in attachesAwaitingStores {
+            let kept = waiting.filter { $0.client != clientID }
+            attachesAwaitingStores[id] = kept.isEmpty ? nil : kept
+        }
         for (id, session) in sessions where session.attachedClient == clientID { sessions[id]?.attachedClient = nil }
         for (id, session) in creating where session.attachedClient == clientID { creating[id]?.attachedClient = nil }
         return finish([])
@@ -427,6 +440,9 @@ extension SessionRouter {
         guard let session = sessions.removeValue(forKey: id) else { return [] }
         closedIDs.insert(id)
         var actions: [SessionAction] = []
+        for waiter in attachesAwaitingStores.removeValue(forKey: id) ?? [] {
+            actions.append(.fail(client: waiter.client, request: waiter.request, .sessionClosed, "session \(id) was closed"))
+        }
         if tellUpstream, !session.isFailed {
             if link != nil { actions.append(.send(.close(Close(session: id)))) } else { closeUpstream.insert(id) }
         }
@@ -453,7 +469,7 @@ extension SessionRouter {
                 return [.fail(client: client, request: request, .sessionClosed, "session \(id) was closed")]
             case .success:
                 return [.fail(client: client, request: request, .internal, "message \(seq) was stored after an earlier one failed"),
-                        .log(.warning, "session \(id): store completed seq \(seq) after a failed append")]
+                        .log(.warning, "session \(id): store completed seq \(seq) after a failed append")] + releaseAttaches(id)
             case .failure(let error):
                 return [.fail(client: client, request: request, error == .full ? .queueFull : .internal, "message not stored: \(error)")]
             }
@@ -465,6 +481,7 @@ extension SessionRouter {
             session.assignedSeq = seq - 1
             sessions[id] = session
             return [.fail(client: client, request: request, error == .full ? .queueFull : .internal, "message not stored: \(error)")]
+                + releaseAttaches(id)
         case .success:
             session.storingOut[seq]?.stored = true
             var actions: [SessionAction] = []
@@ -477,8 +494,20 @@ extension SessionRouter {
             actions.append(.reply(client: client, request: request, .accepted(.init(session: id, seq: seq))))
             sessions[id] = session
             actions += transmit(id)
+            actions += releaseAttaches(id)
             return actions
         }
+    }
+
+    /// The OPENEDs that waited for the session's SENDs in flight, once none is left.
+    private mutating func releaseAttaches(_ id: UInt64) -> [SessionAction] {
+        guard let session = sessions[id], session.assignedSeq == session.sentSeq,
+              let waiting = attachesAwaitingStores.removeValue(forKey: id) else { return [] }
+        var actions: [SessionAction] = []
+        for waiter in waiting where session.attachedClient == waiter.client {
+            actions.append(.reply(client: waiter.client, request: waiter.request, .opened(opened(session))))
+        }
+        return actions + deliver(id)
     }
 
     /// DATA for what the window allows, from `transmittedSeq + 1`.
@@ -642,7 +671,7 @@ extension SessionRouter {
     /// The next batch of MESSAGEs for the session's client, if it is attached and reading.
     private mutating func deliver(_ id: UInt64) -> [SessionAction] {
         guard var session = sessions[id], let client = session.attachedClient, !blockedClients.contains(client),
-              session.dispatchedSeq < session.receivedSeq else { return [] }
+              attachesAwaitingStores[id] == nil, session.dispatchedSeq < session.receivedSeq else { return [] }
         let skip = Int(session.dispatchedSeq - session.deliveredSeq)
         let available = min(limits.deliveryBatch, Int(session.receivedSeq - session.dispatchedSeq))
         var batch: [(seq: UInt64, payload: ByteBuffer)] = []

@@ -270,6 +270,38 @@ import Testing
         #expect(attached.delivered == [3, 4, 5])
     }
 
+    @Test func reattachWhileSendsAreBeingStored_opensOnceTheyAre_soSentSeqCountsThem() {
+        // A client resuming after OPENED's SENT_SEQ must not send again what its lost connection
+        // already handed over: OPENED waits for those SENDs to be stored.
+        var router = makeRouter()
+        let id = router.newSession()
+        _ = router.establish()
+        _ = router.send(id, "1")
+        let inFlight = router.clientSend(alice, request: 8, .init(session: id, payload: bytes("2")))
+            + router.clientSend(alice, request: 9, .init(session: id, payload: bytes("3")))
+        _ = router.clientDisconnected(alice.id)
+        #expect(router.data(id, 1).delivered.isEmpty)
+        let attach = router.clientOpen(aliceAgain, request: 1, .init(session: id))
+        #expect(attach.opened == nil)
+        #expect(router.data(id, 2).delivered.isEmpty)  // no MESSAGE before OPENED either
+        let stored = router.completing(inFlight)
+        #expect(stored.opened?.sentSeq == 3)
+        #expect(stored.delivered == [1, 2])
+        // Nothing in flight: OPENED at once.
+        _ = router.clientDisconnected(aliceAgain.id)
+        #expect(router.clientOpen(alice, request: 2, .init(session: id)).opened?.sentSeq == 3)
+    }
+
+    @Test func reattachWaitingForStores_isRefusedWhenTheSessionCloses() {
+        var router = makeRouter()
+        let id = router.newSession()
+        let inFlight = router.clientSend(alice, request: 8, .init(session: id, payload: bytes("1")))
+        _ = router.clientDisconnected(alice.id)
+        #expect(router.clientOpen(aliceAgain, request: 1, .init(session: id)).opened == nil)
+        #expect(router.completing(router.clientClose(aliceAgain, request: 2, session: id)).errors == [.sessionClosed])
+        _ = router.completing(inFlight)
+    }
+
     @Test func ackBeyondWhatWasReceivedIsABadRequest() {
         var router = makeRouter()
         let id = router.newSession()

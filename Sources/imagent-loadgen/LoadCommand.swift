@@ -20,9 +20,16 @@ struct LoadCommand: AsyncParsableCommand {
             index and the message number, so every echo is checked: exactly once, in order, intact.
 
             The daemon may be killed and restarted meanwhile: the program reconnects, attaches its \
-            sessions again by id (OPEN SESSION), resumes sending after OPENED's SENT_SEQ (the daemon \
-            stored everything up to it, so nothing is sent twice) and receiving after the last SEQ it \
-            processed (redelivered older ones are skipped, as ipc.md asks of a client).
+            sessions again by id (OPEN SESSION), resumes sending after OPENED's SENT_SEQ and receiving \
+            after the last SEQ it processed (redelivered older ones are skipped, as ipc.md asks of a \
+            client). Agent IPC has no idempotency key; SENT_SEQ serves instead, because this program is \
+            its sessions' only sender and sends in order: message n is the session's n-th SEND, so its \
+            seq is n, and SENT_SEQ = s means messages 1…s are stored — also one whose ACCEPTED was lost \
+            in a crash — and n > s are not. (After a crash the store holds exactly what was committed; \
+            with the daemon alive, OPENED waits for SENDs still being stored.) One corner is reported, \
+            not repaired: if a SEND is refused with QUEUE_FULL while later ones are in flight, those may \
+            be stored under seqs one lower than their numbers; keep --window below the daemon's \
+            outbox_messages.
 
             At the end one JSON line on stdout: sent, accepted, received, lost, duplicated, out_of_order, \
             latency p50/p99 (send to echo) and more. Exit status 0 only when every message arrived once, in \

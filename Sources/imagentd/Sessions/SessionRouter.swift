@@ -234,6 +234,17 @@ struct SessionRouter<Random: RandomNumberGenerator> {
         return actions
     }
 
+    /// A batch of the session was just written to its client: the next one while the
+    /// client's channel stays writable. Only this session: the client's others continue
+    /// on their own batches, or all together when a blocked channel drains.
+    mutating func batchWritten(session id: UInt64, client clientID: UInt64, writable: Bool) -> [SessionAction] {
+        guard writable else {
+            blockedClients.insert(clientID)
+            return []
+        }
+        return deliver(id)
+    }
+
     // MARK: Link
 
     mutating func linkEstablished(flow: Bool) -> [SessionAction] {
@@ -420,9 +431,10 @@ extension SessionRouter {
         return nextToken
     }
 
-    /// High before normal before low; ids break ties so the order is stable.
+    /// High before normal before low; ids break ties so the order is stable. Sorts keys,
+    /// not sessions: moving whole `Session` values made this the daemon's hottest path.
     private var sessionIDsByPriority: [UInt64] {
-        sessions.values.sorted { ($0.priority.rawValue, $0.id) < ($1.priority.rawValue, $1.id) }.map(\.id)
+        sessions.map { (priority: $0.value.priority.rawValue, id: $0.key) }.sorted { ($0.priority, $0.id) < ($1.priority, $1.id) }.map(\.id)
     }
 
     private func opened(_ session: Session) -> IPCMessage.Opened {

@@ -323,6 +323,27 @@ import Testing
         #expect(router.client(alice.id, writable: true).delivered.isEmpty)
     }
 
+    @Test func afterABatch_thatSessionsNextFollowsWhileWritable_andABlockedClientGetsAllItsSessionsWhenItDrains() {
+        var router = makeRouter(SessionLimits(deliveryBatch: 2))
+        let first = router.newSession()
+        let second = router.newSession()
+        _ = router.establish()
+        #expect(router.client(alice.id, writable: false).isEmpty)
+        for seq in 1...3 {
+            _ = router.data(first, UInt64(seq))
+            _ = router.data(second, UInt64(seq))
+        }
+        // A written batch continues its own session only (no scan of every session per batch).
+        let resumed = router.client(alice.id, writable: true)
+        #expect(resumed.delivered == [1, 2, 1, 2])
+        #expect(router.batchWritten(session: first, client: alice.id, writable: true).delivered == [3])
+        #expect(router.batchWritten(session: first, client: alice.id, writable: true).delivered.isEmpty)
+        // The channel filled after a batch: nothing more until it drains, then every session.
+        #expect(router.batchWritten(session: second, client: alice.id, writable: false).isEmpty)
+        #expect(router.data(first, 4).delivered.isEmpty)
+        #expect(router.client(alice.id, writable: true).delivered.sorted() == [3, 4])
+    }
+
     @Test func deliveryBatchesAreBoundedInBytes_butAlwaysCarryOneMessage() {
         var router = makeRouter(SessionLimits(deliveryBatchBytes: 5))
         let id = router.newSession()

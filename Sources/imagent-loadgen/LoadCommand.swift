@@ -58,7 +58,7 @@ struct LoadCommand: AsyncParsableCommand {
     var ackEvery = 64
 
     @Option(name: .customLong("stall-reading"), help: ArgumentHelp(
-        "Stop reading (and sending) for this many seconds once --stall-after messages arrived: a stuck client.",
+        "Freeze the whole process (SIGSTOP; a helper sends SIGCONT) for this many seconds once --stall-after messages arrived: a client that reads nothing.",
         valueName: "seconds"))
     var stallReading: Double = 0
 

@@ -36,8 +36,9 @@ final class LoadRunner: Sendable {
         while !isComplete, clock.now < deadline {
             let client: IPCClient
             do {
+                // Longer than a stall, or requests pending across it would time out at once.
                 client = try await IPCClient.connect(socketPath: options.socket, clientName: "imagent-loadgen",
-                                                     timeout: .seconds(30))
+                                                     timeout: .seconds(30) + .milliseconds(Int64(options.stallSeconds * 1000)))
             } catch {
                 try? await Task.sleep(for: .milliseconds(100))
                 continue
@@ -251,7 +252,10 @@ final class LoadRunner: Sendable {
         }
     }
 
-    /// The stuck client: once `stallAfter` messages arrived, neither read nor send for `stallSeconds`.
+    /// The stuck client: once `stallAfter` messages arrived, the whole process stops (SIGSTOP) for
+    /// `stallSeconds` and a helper resumes it (SIGCONT). Merely not consuming events would not do:
+    /// `IPCClient` keeps reading its socket while a request waits for its reply, so the daemon would
+    /// never face a client that reads nothing.
     private func stallIfDue() async throws {
         guard options.stallSeconds > 0 else { return }
         let due = state.withLockedValue { state -> Bool in
@@ -262,13 +266,28 @@ final class LoadRunner: Sendable {
         }
         guard due else { return }
         note("stalling: reading and sending nothing for \(options.stallSeconds) s")
-        try await Task.sleep(for: .milliseconds(Int64(options.stallSeconds * 1000)))
+        freeze(seconds: options.stallSeconds)
         state.withLockedValue { state in
             state.stalling = false
             // The stall itself is not a gap in the daemon's service.
             state.counters.lastReceiveNS = nil
         }
         note("reading again")
+    }
+
+    /// Stops this process; a `sh` child sends SIGCONT after `seconds`.
+    private func freeze(seconds: Double) {
+        let script = "sleep \(seconds); kill -CONT \(getpid())"
+        var child: pid_t = 0
+        let words: [String] = ["/bin/sh", "-c", script]
+        let arguments: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
+        defer { arguments.forEach { free($0) } }
+        guard posix_spawn(&child, "/bin/sh", nil, nil, arguments, environ) == 0 else {
+            return note("cannot start the helper that would resume this process; not stalling")
+        }
+        raise(SIGSTOP)
+        var status: Int32 = 0
+        waitpid(child, &status, 0)
     }
 
     // MARK: The end

@@ -74,9 +74,9 @@ struct LoadAcceptanceTests {
                 try await (0..<9).map { try cluster.startLoadgen(tag: 100 + $0, arguments: nine) }.waitAll(within: .seconds(260))
             }
 
-            // With one: it reads 50 messages, then neither reads nor sends for 30 s. A window of 256
-            // sessions × 4 KiB messages in flight is more than its socket and its client's event
-            // buffer hold, so the daemon really faces a full socket.
+            // With one: it reads 50 messages, then the whole process stops (SIGSTOP) for 30 s, so its
+            // socket is not read at all; its 256 × 10 messages of 4 KiB in flight come back meanwhile
+            // and wait in the daemon (a run by hand showed ~2,400 in the daemon's inbox).
             let stuck = try cluster.startLoadgen(tag: 200, arguments: [
                 "--sessions", "10", "--messages", "300", "--size", "4096", "--window", "256",
                 "--stall-reading", "30", "--stall-after", "50", "--deadline", "240",

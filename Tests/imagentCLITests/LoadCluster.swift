@@ -126,6 +126,8 @@ final class LoadCluster: @unchecked Sendable {
         process.standardOutput = try appending(directory + "/imagentd.log")
         process.standardError = process.standardOutput
         process.environment = childEnvironment()
+        // A killed daemon leaves its socket file; waiting for it to exist must mean the new one's.
+        try? FileManager.default.removeItem(atPath: socketPath)
         try process.run()
         lock.withLock { daemon = process }
         for _ in 0..<600 where !FileManager.default.fileExists(atPath: socketPath) {
@@ -143,7 +145,6 @@ final class LoadCluster: @unchecked Sendable {
             kill(daemon.processIdentifier, SIGKILL)
             try await waitForExit(daemon, within: .seconds(10))
         }
-        // A killed daemon leaves its socket file; the new one replaces it.
         try await startDaemon()
     }
 

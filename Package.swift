@@ -10,6 +10,7 @@ let package = Package(
         .executable(name: "imagent", targets: ["imagent-cli"]),
         .executable(name: "imagent-refserver", targets: ["imagent-refserver"]),
         .executable(name: "imagent-bench", targets: ["imagent-bench"]),
+        .executable(name: "imagent-loadgen", targets: ["imagent-loadgen"]),
         .executable(name: "imagent-example", targets: ["imagent-example"]),
         .executable(name: "fuzz-imlink", targets: ["fuzz-imlink"]),
         .executable(name: "fuzz-ipc", targets: ["fuzz-ipc"]),
@@ -134,6 +135,16 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Acceptance load: N sessions per process through the daemon, every message checked exactly once, in order.
+        .executableTarget(
+            name: "imagent-loadgen",
+            dependencies: [
+                "AgentIPC",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
         .target(name: "FuzzReplay", path: "fuzz/replay"),
         .executableTarget(
             name: "fuzz-imlink",
@@ -193,7 +204,7 @@ let package = Package(
         .testTarget(
             name: "imagentCLITests",
             dependencies: [
-                "AgentIPC", "imagent-cli", "imagentd", "RefServer",
+                "AgentIPC", "imagent-cli", "imagentd", "RefServer", "imagent-refserver", "imagent-loadgen",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

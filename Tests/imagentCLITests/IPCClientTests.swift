@@ -115,6 +115,26 @@ import Testing
         }
     }
 
+    @Test func startedSends_reachTheDaemonInTheOrderStarted_andTheirSeqsFollowIt() async throws {
+        try await withFakeDaemon { daemon in
+            let client = try await IPCClient.connect(socketPath: daemon.socketPath, clientName: "t")
+            let pending = try (1...200).map { try client.startSend(session: 7, payload: ByteBuffer(string: "m\($0)")) }
+            var seqs: [UInt64] = []
+            for send in pending { seqs.append(try await send.accepted()) }
+            #expect(seqs == Array(1...200))
+            let payloads = daemon.received(.send).compactMap { received -> String? in
+                guard case .send(let send) = received.message else { return nil }
+                return String(buffer: send.payload)
+            }
+            #expect(payloads == (1...200).map { "m\($0)" })
+            // A refusal comes back from accepted(), as from send().
+            await #expect(throws: IPCClientError.refused(op: .send, code: .unknownSession, message: "no such session")) {
+                try await client.startSend(session: 999, payload: ByteBuffer(string: "x")).accepted()
+            }
+            await client.close()
+        }
+    }
+
     @Test func anErrorReplyIsThrownWithItsCodeAndMessage() async throws {
         var script = FakeDaemon.Script()
         script.refusals[.reload] = .init(code: .permissionDenied, message: "admin only")

@@ -86,6 +86,9 @@ final class RealDaemon: @unchecked Sendable {
         environment["NOTIFY_SOCKET"] = nil
         environment["SWIFT_BACKTRACE"] = "enable=no"
         process.environment = environment
+        // A daemon killed with -9 leaves its socket file: waiting for the file to exist would
+        // return before the new daemon listens, and the next command would find nobody there.
+        try? FileManager.default.removeItem(atPath: socketPath)
         try process.run()
         let daemon = RealDaemon(directory: directory, configPath: configPath, socketPath: socketPath, server: server,
                                 process: process, logPath: logPath)

@@ -139,6 +139,19 @@ public final class IPCClient: Sendable {
         return accepted.seq
     }
 
+    /// Starts a SEND without waiting for ACCEPTED, for a program that keeps
+    /// several messages of a session in flight. Sends started one after
+    /// another from one task reach the daemon in that order, so their seqs
+    /// follow the same order (concurrent `send` calls from several tasks
+    /// promise no order). Await `accepted()` on the result for the seq.
+    public func startSend(session: UInt64, payload: ByteBuffer, ttl: Duration? = nil) throws -> IPCPendingSend {
+        guard payload.readableBytes <= Int(welcome.maxPayload) else {
+            throw IPCClientError.payloadTooLarge(size: payload.readableBytes, limit: welcome.maxPayload)
+        }
+        let send = IPCMessage.Send(session: session, payload: payload, ttlMS: ttl.map(Self.milliseconds))
+        return IPCPendingSend(reply: connection.start(.send(send), timeout: requestTimeout))
+    }
+
     /// `send(session:payload:ttl:)` for UTF-8 text.
     @discardableResult
     public func send(session: UInt64, text: String, ttl: Duration? = nil) async throws -> UInt64 {
@@ -248,5 +261,23 @@ public final class IPCClient: Sendable {
             result.append(character)
         }
         return result
+    }
+}
+
+/// A SEND started by `IPCClient.startSend`: its ACCEPTED is still to come.
+public struct IPCPendingSend: Sendable {
+    let reply: EventLoopFuture<IPCMessage>
+
+    /// The seq the daemon gave the message once it stored it durably.
+    /// - Throws: `IPCClientError.refused` (e.g. `QUEUE_FULL`: nothing was
+    ///   stored), `.timedOut`, `.connectionLost` (stored or not: after
+    ///   attaching again, OPENED's SENT_SEQ tells).
+    public func accepted() async throws -> UInt64 {
+        let message = try await reply.get()
+        switch message {
+        case .accepted(let accepted): return accepted.seq
+        case .error(let error): throw IPCClientError.refused(op: .send, code: error.code, message: error.message)
+        default: throw IPCClientError.unexpectedReply(op: .send, reply: message.op)
+        }
     }
 }

@@ -66,6 +66,18 @@ struct IPCConnection: Sendable {
         }
     }
 
+    /// Hands `message` to the connection now, without waiting: requests
+    /// started one after another from one task are written in that order.
+    /// The future completes with the reply, `ERROR` included.
+    func start(_ message: IPCMessage, timeout: Duration?) -> EventLoopFuture<IPCMessage> {
+        let promise = channel.eventLoop.makePromise(of: IPCMessage.self)
+        let handler = handler
+        channel.eventLoop.execute {
+            handler.value.send(message, replyPromise: promise, timeout: timeout)
+        }
+        return promise.futureResult
+    }
+
     /// Sends `message` with request 0 and returns once it is written.
     func post(_ message: IPCMessage) async throws {
         let promise = channel.eventLoop.makePromise(of: Void.self)

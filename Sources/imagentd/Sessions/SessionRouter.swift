@@ -53,6 +53,10 @@ struct SessionRouter<Random: RandomNumberGenerator> {
     private var closeUpstream: Set<UInt64> = []
     /// Clients whose channel is full: no MESSAGE until they drain.
     private var blockedClients: Set<UInt64> = []
+    /// Attaches (OPEN of an existing session) waiting for SENDs still being stored: OPENED's
+    /// SENT_SEQ must count every message that will be ACCEPTED, or a client resuming after it
+    /// would send those again.
+    private var attachesAwaitingStores: [UInt64: [(client: UInt64, request: UInt32)]] = [:]
     /// Whether a link is established, and whether it negotiated FLOW.
     private(set) var link: LinkInfo?
     private var ackFlushScheduled = false
@@ -113,8 +117,13 @@ struct SessionRouter<Random: RandomNumberGenerator> {
             // Redelivery starts after what a client acknowledged, whatever was sent before.
             session.dispatchedSeq = session.deliveredSeq
             sessions[id] = session
-            actions.append(.reply(client: client.id, request: request, .opened(opened(session))))
             actions.append(.watch(SessionChange(.attached, session)))
+            if session.assignedSeq > session.sentSeq {
+                // SENDs (of a client that went away, usually) are being stored: OPENED follows them.
+                attachesAwaitingStores[id, default: []].append((client.id, request))
+                return finish(actions)
+            }
+            actions.append(.reply(client: client.id, request: request, .opened(opened(session))))
             actions += deliver(id)
         }
         return finish(actions)
@@ -215,6 +224,10 @@ struct SessionRouter<Random: RandomNumberGenerator> {
     /// A client's connection is gone: its sessions live on, detached.
     mutating func clientDisconnected(_ clientID: UInt64) -> [SessionAction] {
         blockedClients.remove(clientID)
+        for (id, waiting) in attachesAwaitingStores {
+            let kept = waiting.filter { $0.client != clientID }
+            attachesAwaitingStores[id] = kept.isEmpty ? nil : kept
+        }
         var actions: [SessionAction] = []
         for id in sessionIDsByPriority where sessions[id]?.attachedClient == clientID {
             sessions[id]?.attachedClient = nil
@@ -238,6 +251,17 @@ struct SessionRouter<Random: RandomNumberGenerator> {
             actions += deliver(id)
         }
         return actions
+    }
+
+    /// A batch of the session was just written to its client: the next one while the
+    /// client's channel stays writable. Only this session: the client's others continue
+    /// on their own batches, or all together when a blocked channel drains.
+    mutating func batchWritten(session id: UInt64, client clientID: UInt64, writable: Bool) -> [SessionAction] {
+        guard writable else {
+            blockedClients.insert(clientID)
+            return []
+        }
+        return deliver(id)
     }
 
     // MARK: Link
@@ -469,9 +493,10 @@ extension SessionRouter {
         return nextToken
     }
 
-    /// High before normal before low; ids break ties so the order is stable.
+    /// High before normal before low; ids break ties so the order is stable. Sorts keys,
+    /// not sessions: moving whole `Session` values made this the daemon's hottest path.
     private var sessionIDsByPriority: [UInt64] {
-        sessions.values.sorted { ($0.priority.rawValue, $0.id) < ($1.priority.rawValue, $1.id) }.map(\.id)
+        sessions.map { (priority: $0.value.priority.rawValue, id: $0.key) }.sorted { ($0.priority, $0.id) < ($1.priority, $1.id) }.map(\.id)
     }
 
     private func opened(_ session: Session) -> IPCMessage.Opened {
@@ -490,6 +515,9 @@ extension SessionRouter {
         guard let session = sessions.removeValue(forKey: id) else { return [] }
         closedIDs.insert(id)
         var actions: [SessionAction] = [.watch(SessionChange(.closed, session, state: .closed, reason: reason))]
+        for waiter in attachesAwaitingStores.removeValue(forKey: id) ?? [] {
+            actions.append(.fail(client: waiter.client, request: waiter.request, .sessionClosed, "session \(id) was closed"))
+        }
         if tellUpstream, !session.isFailed {
             if link != nil { actions.append(.send(.close(Close(session: id)))) } else { closeUpstream.insert(id) }
         }
@@ -516,7 +544,7 @@ extension SessionRouter {
                 return [.fail(client: client, request: request, .sessionClosed, "session \(id) was closed")]
             case .success:
                 return [.fail(client: client, request: request, .internal, "message \(seq) was stored after an earlier one failed"),
-                        .log(.warning, "session \(id): store completed seq \(seq) after a failed append")]
+                        .log(.warning, "session \(id): store completed seq \(seq) after a failed append")] + releaseAttaches(id)
             case .failure(let error):
                 return [.fail(client: client, request: request, error == .full ? .queueFull : .internal, "message not stored: \(error)")]
             }
@@ -529,6 +557,7 @@ extension SessionRouter {
             session.assignedSeq = seq - 1
             sessions[id] = session
             return [.fail(client: client, request: request, error == .full ? .queueFull : .internal, "message not stored: \(error)")]
+                + releaseAttaches(id)
         case .success:
             session.storingOut[seq]?.stored = true
             var actions: [SessionAction] = []
@@ -545,8 +574,20 @@ extension SessionRouter {
             actions.append(.reply(client: client, request: request, .accepted(.init(session: id, seq: seq))))
             sessions[id] = session
             actions += transmit(id)
+            actions += releaseAttaches(id)
             return actions
         }
+    }
+
+    /// The OPENEDs that waited for the session's SENDs in flight, once none is left.
+    private mutating func releaseAttaches(_ id: UInt64) -> [SessionAction] {
+        guard let session = sessions[id], session.assignedSeq == session.sentSeq,
+              let waiting = attachesAwaitingStores.removeValue(forKey: id) else { return [] }
+        var actions: [SessionAction] = []
+        for waiter in waiting where session.attachedClient == waiter.client {
+            actions.append(.reply(client: waiter.client, request: waiter.request, .opened(opened(session))))
+        }
+        return actions + deliver(id)
     }
 
     /// DATA for what the window allows, after the entries already on this link.
@@ -834,7 +875,7 @@ extension SessionRouter {
     /// The next batch of MESSAGEs for the session's client, if it is attached and reading.
     private mutating func deliver(_ id: UInt64) -> [SessionAction] {
         guard let session = sessions[id], let client = session.attachedClient, !blockedClients.contains(client),
-              session.dispatchedSeq < session.receivedSeq else { return [] }
+              attachesAwaitingStores[id] == nil, session.dispatchedSeq < session.receivedSeq else { return [] }
         let skip = Int(session.dispatchedSeq - session.deliveredSeq)
         let available = min(limits.deliveryBatch, Int(session.receivedSeq - session.dispatchedSeq))
         var batch: [(seq: UInt64, payload: ByteBuffer)] = []

@@ -180,7 +180,7 @@ final class SessionService: LinkSessionDelegate {
             for message in messages {
                 client.send(event: .message(.init(session: session, seq: message.seq, payload: message.payload)))
             }
-            run(router.client(clientID, writable: client.isWritable))
+            run(router.batchWritten(session: session, client: clientID, writable: client.isWritable))
         case .dropLink(let reason):
             logger.warning("dropping the link", metadata: ["reason": "\(reason)"])
             link.sessionProtocolViolation(reason)

@@ -270,6 +270,38 @@ import Testing
         #expect(attached.delivered == [3, 4, 5])
     }
 
+    @Test func reattachWhileSendsAreBeingStored_opensOnceTheyAre_soSentSeqCountsThem() {
+        // A client resuming after OPENED's SENT_SEQ must not send again what its lost connection
+        // already handed over: OPENED waits for those SENDs to be stored.
+        var router = makeRouter()
+        let id = router.newSession()
+        _ = router.establish()
+        _ = router.send(id, "1")
+        let inFlight = router.clientSend(alice, request: 8, .init(session: id, payload: bytes("2")))
+            + router.clientSend(alice, request: 9, .init(session: id, payload: bytes("3")))
+        _ = router.clientDisconnected(alice.id)
+        #expect(router.data(id, 1).delivered.isEmpty)
+        let attach = router.clientOpen(aliceAgain, request: 1, .init(session: id))
+        #expect(attach.opened == nil)
+        #expect(router.data(id, 2).delivered.isEmpty)  // no MESSAGE before OPENED either
+        let stored = router.completing(inFlight)
+        #expect(stored.opened?.sentSeq == 3)
+        #expect(stored.delivered == [1, 2])
+        // Nothing in flight: OPENED at once.
+        _ = router.clientDisconnected(aliceAgain.id)
+        #expect(router.clientOpen(alice, request: 2, .init(session: id)).opened?.sentSeq == 3)
+    }
+
+    @Test func reattachWaitingForStores_isRefusedWhenTheSessionCloses() {
+        var router = makeRouter()
+        let id = router.newSession()
+        let inFlight = router.clientSend(alice, request: 8, .init(session: id, payload: bytes("1")))
+        _ = router.clientDisconnected(alice.id)
+        #expect(router.clientOpen(aliceAgain, request: 1, .init(session: id)).opened == nil)
+        #expect(router.completing(router.clientClose(aliceAgain, request: 2, session: id)).errors == [.sessionClosed])
+        _ = router.completing(inFlight)
+    }
+
     @Test func ackBeyondWhatWasReceivedIsABadRequest() {
         var router = makeRouter()
         let id = router.newSession()
@@ -289,6 +321,27 @@ import Testing
         #expect(resumed.delivered == [2, 3])  // one batch; the next after the client proves writable again
         #expect(router.client(alice.id, writable: true).delivered == [4])
         #expect(router.client(alice.id, writable: true).delivered.isEmpty)
+    }
+
+    @Test func afterABatch_thatSessionsNextFollowsWhileWritable_andABlockedClientGetsAllItsSessionsWhenItDrains() {
+        var router = makeRouter(SessionLimits(deliveryBatch: 2))
+        let first = router.newSession()
+        let second = router.newSession()
+        _ = router.establish()
+        #expect(router.client(alice.id, writable: false).isEmpty)
+        for seq in 1...3 {
+            _ = router.data(first, UInt64(seq))
+            _ = router.data(second, UInt64(seq))
+        }
+        // A written batch continues its own session only (no scan of every session per batch).
+        let resumed = router.client(alice.id, writable: true)
+        #expect(resumed.delivered == [1, 2, 1, 2])
+        #expect(router.batchWritten(session: first, client: alice.id, writable: true).delivered == [3])
+        #expect(router.batchWritten(session: first, client: alice.id, writable: true).delivered.isEmpty)
+        // The channel filled after a batch: nothing more until it drains, then every session.
+        #expect(router.batchWritten(session: second, client: alice.id, writable: false).isEmpty)
+        #expect(router.data(first, 4).delivered.isEmpty)
+        #expect(router.client(alice.id, writable: true).delivered.sorted() == [3, 4])
     }
 
     @Test func deliveryBatchesAreBoundedInBytes_butAlwaysCarryOneMessage() {

@@ -10,10 +10,13 @@ extension ServerCore {
         }
     }
 
-    /// Often enough to act within a quarter of the shortest timeout, never more than 100 times a second.
+    /// Often enough to act within a quarter of the heartbeat allowance and within
+    /// 1/40 of the NAT timeout (a middlebox that forgets at T must not let a
+    /// PING at T + 0.2 s through, or NAT probing learns a value above T),
+    /// never more than 100 times a second.
     private var sweepInterval: TimeAmount {
         var interval = TimeAmount.milliseconds(Int64(knobs.heartbeatMS))
-        if let nat = knobs.natTimeout { interval = min(interval, nat) }
+        if let nat = knobs.natTimeout { interval = min(interval, .nanoseconds(nat.nanoseconds / 10)) }
         return min(max(.nanoseconds(interval.nanoseconds / 4), .milliseconds(10)), .seconds(1))
     }
 

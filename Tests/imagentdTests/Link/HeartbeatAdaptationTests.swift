@@ -60,7 +60,9 @@ struct HeartbeatAdaptationTests {
         defer { scratch.cleanup() }
         let tokens = try scratch.write("tokens", "secret-1\n")
         let server = try await startServer(tokenFile: tokens)
-        let natTimeout = 4.0
+        // Between two probe steps (4 s and 5 s, jittered ±10 %): a timeout on a step would
+        // let a jittered 4 s interval live or die by chance.
+        let natTimeout = 4.5
         #expect(await server.execute(line: "nat-timeout \(natTimeout)").hasPrefix("ok"))
         var configuration = testLinkConfiguration(endpoints: [server.address], tokenFile: tokens)
         configuration.heartbeatMin = .seconds(1)

@@ -94,7 +94,7 @@ struct NetworkNamespaceTests {
         let relinked = try await recorder.waitFor(after: mark, timeout: 10, "LOGIN_OK after the flap") { $0.isConnected }
         let flapFigure = relinked.at - upAt
         print("veth up → LOGIN_OK in \(String(format: "%.0f", flapFigure * 1000)) ms (network watcher)")
-        #expect(flapFigure < 2.0, "the watcher brings the link back within about a second")
+        #expect(flapFigure < 5.0, "the watcher brings the link back (about 0.1 s on an idle machine; the figure is printed)")
         await engine.shutdown()
 
         // 4. Cut while a frame waits for its answer, on a link whose heartbeat

@@ -25,16 +25,6 @@ struct LinkIOPartsTests {
         #expect(throws: TokenError.self) { try TokenSource.command(["/nonexistent/token-helper"]).read(timeout: .seconds(1)) }
     }
 
-    @Test func tokenCredential_readsFromCredentialsDirectory() throws {
-        let scratch = try ScratchDirectory("cred")
-        defer { scratch.cleanup() }
-        _ = try scratch.write("imlink-token", "cred-token\n")
-        setenv("CREDENTIALS_DIRECTORY", scratch.path, 1)
-        defer { unsetenv("CREDENTIALS_DIRECTORY") }
-        #expect(try TokenSource.credential("imlink-token").read(timeout: .seconds(1)) == Array("cred-token".utf8))
-        #expect(throws: TokenError.self) { try TokenSource.credential("../etc/passwd").read(timeout: .seconds(1)) }
-    }
-
     @Test func resolver_findsLoopback() throws {
         let addresses = try AddressResolution.resolve(Endpoint(host: "localhost", port: 7000))
         #expect(!addresses.isEmpty)
@@ -68,5 +58,20 @@ struct LinkIOPartsTests {
         policy.seedRTT(sample: .milliseconds(5))
         #expect(policy.rtt.smoothed == .milliseconds(5))
         #expect(policy.rtt.pongDeadline == .seconds(3))
+    }
+}
+
+extension ProcessEnvironment {
+    /// Sets CREDENTIALS_DIRECTORY, so it runs with the other environment tests (see `ProcessEnvironment`).
+    @Suite struct TokenCredentialTests {
+        @Test func tokenCredential_readsFromCredentialsDirectory() throws {
+            let scratch = try ScratchDirectory("cred")
+            defer { scratch.cleanup() }
+            _ = try scratch.write("imlink-token", "cred-token\n")
+            try withEnvironment(["CREDENTIALS_DIRECTORY": scratch.path]) { () throws in
+                #expect(try TokenSource.credential("imlink-token").read(timeout: .seconds(1)) == Array("cred-token".utf8))
+                #expect(throws: TokenError.self) { try TokenSource.credential("../etc/passwd").read(timeout: .seconds(1)) }
+            }
+        }
     }
 }

@@ -2,9 +2,12 @@ import Glibc
 import Testing
 
 /// Parent of every suite that changes the process environment (NOTIFY_SOCKET,
-/// WATCHDOG_*, LISTEN_*, JOURNAL_STREAM): setenv and getenv on different
-/// threads race in glibc, and the variables are process-wide, so these run
-/// one at a time.
+/// WATCHDOG_*, LISTEN_*, JOURNAL_STREAM, CREDENTIALS_DIRECTORY): setenv and
+/// getenv on different threads race in glibc, and the variables are
+/// process-wide, so these run one at a time — and in a `swift test` run of
+/// their own (`scripts/test` skips them in the main run): a setenv while
+/// another test's Foundation `Process.run()` copies the environment crashed
+/// the whole test process once.
 @Suite(.serialized) struct ProcessEnvironment {}
 
 /// Sets `variables` (nil: unsets) for the duration of `body`, then restores them.

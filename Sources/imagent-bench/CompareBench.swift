@@ -22,27 +22,15 @@ struct CompareBenchOptions: Sendable {
 /// bridged mosquitto brokers (as shipped and tuned) and straight to the
 /// reference server, in one run, printed as a Markdown table with ratios.
 func runCompareBench(_ options: CompareBenchOptions) async -> Int32 {
-    let limit = options.timeLimitSeconds
-    Task.detached {
-        try await Task.sleep(for: .seconds(limit))
-        print("imagent-bench: time limit of \(limit) s reached; stopping")
-        if runningDaemonPID != 0 { kill(runningDaemonPID, SIGKILL) }
-        mosquittoPIDs.forEach { kill($0, SIGKILL) }
-        temporaryDirectories.forEach(removeDirectory)
-        exit(3)
-    }
-    var template = Array("/tmp/imagent-bench-ref-XXXXXX".utf8CString)
-    guard let made = mkdtemp(&template) else { return 1 }
-    let serverDirectory = String(cString: made)
-    temporaryDirectories.append(serverDirectory)
-    defer { removeDirectory(serverDirectory) }
-    let token = "imagent-bench-token"
+    startWatchdog(seconds: options.timeLimitSeconds)
+    let token = benchToken
+    var serverDirectory: String?
+    defer { serverDirectory.map(removeDirectory) }
     var bridges: [(MosquittoBridge.Tuning, MosquittoBridge)] = []
     var started: DaemonProcess?
     do {
-        try writeFile(serverDirectory + "/token", token + "\n")
-        let server = try await RefServer.start(configuration: RefServerConfiguration(tokenFile: serverDirectory + "/token"),
-                                               logger: Logger(label: "refserver", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let server: RefServer
+        (server, serverDirectory) = try await startReferenceServer()
         let daemon = try await DaemonProcess(serverAddress: server.address, token: token, durability: options.durability,
                                              maxSessions: 1_000)
         temporaryDirectories.append(daemon.directory)

@@ -22,33 +22,54 @@ struct DaemonBenchOptions: Sendable {
 /// Directories to remove if the watchdog has to end the run.
 nonisolated(unsafe) var temporaryDirectories: [String] = []
 
-/// `imagent-bench daemon`: an in-process reference server, the release
-/// `imagentd` as a child process, and the same traffic through both paths.
-func runDaemonBench(_ options: DaemonBenchOptions) async -> Int32 {
-    let limit = options.timeLimitSeconds
+/// The token the benchmarks' reference server accepts.
+let benchToken = "imagent-bench-token"
+
+/// Ends the whole run after `seconds`: kills the child processes and removes
+/// the temporary directories, so a hung run leaves nothing behind.
+func startWatchdog(seconds: Int) {
     Task.detached {
-        try await Task.sleep(for: .seconds(limit))
-        print("imagent-bench: time limit of \(limit) s reached; stopping")
+        try await Task.sleep(for: .seconds(seconds))
+        print("imagent-bench: time limit of \(seconds) s reached; stopping")
         if runningDaemonPID != 0 { kill(runningDaemonPID, SIGKILL) }
+        mosquittoPIDs.forEach { kill($0, SIGKILL) }
         temporaryDirectories.forEach(removeDirectory)
         exit(3)
     }
+}
 
+/// The reference server in this process, state in memory, its token file in a
+/// new temporary directory (the caller removes it).
+func startReferenceServer() async throws -> (server: RefServer, directory: String) {
     var template = Array("/tmp/imagent-bench-ref-XXXXXX".utf8CString)
-    guard let made = mkdtemp(&template) else { return 1 }
-    let serverDirectory = String(cString: made)
-    temporaryDirectories.append(serverDirectory)
-    defer { removeDirectory(serverDirectory) }
-    let token = "imagent-bench-token"
-    let server: RefServer
+    guard let made = mkdtemp(&template) else { throw BenchError("mkdtemp failed") }
+    let directory = String(cString: made)
+    temporaryDirectories.append(directory)
     do {
-        try writeFile(serverDirectory + "/token", token + "\n")
-        server = try await RefServer.start(configuration: RefServerConfiguration(tokenFile: serverDirectory + "/token"),
-                                           logger: Logger(label: "refserver", factory: { _ in SwiftLogNoOpLogHandler() }))
+        try writeFile(directory + "/token", benchToken + "\n")
+        let server = try await RefServer.start(configuration: RefServerConfiguration(tokenFile: directory + "/token"),
+                                               logger: Logger(label: "refserver", factory: { _ in SwiftLogNoOpLogHandler() }))
+        return (server, directory)
+    } catch {
+        removeDirectory(directory)
+        throw error
+    }
+}
+
+/// `imagent-bench daemon`: an in-process reference server, the release
+/// `imagentd` as a child process, and the same traffic through both paths.
+func runDaemonBench(_ options: DaemonBenchOptions) async -> Int32 {
+    startWatchdog(seconds: options.timeLimitSeconds)
+    let token = benchToken
+    let server: RefServer
+    let serverDirectory: String
+    do {
+        (server, serverDirectory) = try await startReferenceServer()
     } catch {
         print("imagent-bench: cannot start the reference server: \(error)")
         return 1
     }
+    defer { removeDirectory(serverDirectory) }
 
     print("machine: \(sysconf(Int32(_SC_NPROCESSORS_ONLN))) cores, load average \(loadAverage()) at start")
     print("reference server: in process, \(server.address), state in memory; imagentd: \(DaemonProcess.binaryPath)")

@@ -39,7 +39,10 @@ struct CrashSafetyTests {
         process.executableURL = URL(fileURLWithPath: Self.writerBinary)
         process.arguments = [database, durability.rawValue]
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
-        process.standardError = FileHandle.standardError
+        // Not the test's own stderr: a writer left running if this process died would keep `swift test` waiting.
+        let errPath = directory + "/writer-\(durability)-\(round).err"
+        #expect(FileManager.default.createFile(atPath: errPath, contents: nil))
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
         try process.run()
 
         // Wait until it is committing, then let it run a random while more.

@@ -49,6 +49,7 @@ struct ExecutableTests {
         let input = Pipe()
         process.standardOutput = output
         process.standardInput = input
+        process.standardError = try FileHandle(forWritingTo: environment.emptyFile("refserver.err"))
         try process.run()
         defer { if process.isRunning { process.terminate() } }
         let stdout = output.fileHandleForReading.fileDescriptor
@@ -90,6 +91,7 @@ struct ExecutableTests {
         let output = Pipe()
         process.standardOutput = output
         process.standardInput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
         try process.run()
         let first = try await readLine(output.fileHandleForReading.fileDescriptor, timeout: .seconds(20))
         guard first.hasPrefix("listening on 127.0.0.1:"), let port = Int(first.dropFirst("listening on 127.0.0.1:".count)) else {
@@ -151,6 +153,7 @@ struct ExecutableTests {
         process.arguments = ["--help"]
         let output = Pipe()
         process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
         try process.run()
         let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()

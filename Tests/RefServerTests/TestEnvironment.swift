@@ -25,6 +25,13 @@ struct TestEnvironment: Sendable {
         try (tokens.joined(separator: "\n") + "\n").write(toFile: tokenFile, atomically: true, encoding: .utf8)
     }
 
+    /// A new empty file in the directory, for a child process's output.
+    func emptyFile(_ name: String) -> URL {
+        let path = directory + "/" + name
+        FileManager.default.createFile(atPath: path, contents: nil)
+        return URL(fileURLWithPath: path)
+    }
+
     func remove() {
         try? FileManager.default.removeItem(atPath: directory)
     }

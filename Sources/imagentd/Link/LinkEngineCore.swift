@@ -459,10 +459,11 @@ final class LinkEngineCore {
                 switch result {
                 case .success(let channel):
                     guard var current = connection, current.attempt == attempt, current.channel == nil,
-                        channel.isActive
+                        !current.closing, channel.isActive
                     else {
-                        // The attempt was abandoned, or the socket died at once
-                        // (then `channelClosed` already reported it).
+                        // The attempt was abandoned or is being closed (its close
+                        // is reported already), or the socket died at once (then
+                        // `channelClosed` already reported it).
                         channel.close(promise: nil)
                         return
                     }
@@ -470,7 +471,14 @@ final class LinkEngineCore {
                     connection = current
                     run(machine.tcpConnected(attempt, now: .now))
                 case .failure(let error):
-                    guard connection?.attempt == attempt, connection?.channel == nil else { return }
+                    // A closing attempt is left to `closeConnection`'s report: the
+                    // stage deadline and the connect timeout are equally long, so
+                    // the deadline's close is often first, and taking the
+                    // connection here would swallow the one `connectionClosed`
+                    // the machine waits for, leaving it disconnecting for good.
+                    guard let current = connection, current.attempt == attempt, current.channel == nil,
+                        !current.closing
+                    else { return }
                     connection = nil
                     lastError = "tcp: \(error)"
                     run(machine.stageFailed(attempt, stage: .tcp, reason: "\(error)", now: .now))

@@ -70,7 +70,10 @@ final class TransitionRecorder: Sendable {
     var count: Int { entries.withLock { $0.count } }
 }
 
-enum HarnessError: Error { case timeout(String) }
+enum HarnessError: Error {
+    case timeout(String)
+    case setupFailed(String)
+}
 
 extension LinkTransition {
     var isConnected: Bool { to.isConnected }
@@ -139,6 +142,45 @@ func unusedPort() throws -> Int {
     let port = channel.localAddress!.port!
     try channel.close().wait()
     return port
+}
+
+/// A port on 127.0.0.1 that never answers a SYN: a listener with a backlog
+/// of 0 whose one queue slot is taken by a connection nobody accepts, so the
+/// kernel drops every further SYN and a connect hangs until its timeout —
+/// a black hole without a network namespace.
+final class SilentPort {
+    let port: Int
+    private let listener: Int32
+    private let filler: Int32
+
+    init() throws {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let filler = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ready = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(listener, $0, length) == 0 && listen(listener, 0) == 0
+                    && getsockname(listener, $0, &length) == 0 && connect(filler, $0, length) == 0
+            }
+        }
+        guard ready else {
+            let code = errno
+            Glibc.close(listener)
+            Glibc.close(filler)
+            throw HarnessError.setupFailed("a silent port: errno \(code)")
+        }
+        self.listener = listener
+        self.filler = filler
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    func close() {
+        Glibc.close(filler)
+        Glibc.close(listener)
+    }
 }
 
 /// Runs a command, returns its exit status (output to the test log).

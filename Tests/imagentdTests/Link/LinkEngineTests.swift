@@ -1,6 +1,7 @@
 import Foundation
 import IMLink
 import NIOCore
+import NIOPosix
 import RefServer
 import Testing
 
@@ -84,6 +85,45 @@ struct LinkEngineTests {
         // The cap plus a failed attempt's own time; a loaded machine (the whole suite on 2 cores)
         // adds scheduling delay, so the upper bound is loose and the gaps are printed.
         #expect(gaps.allSatisfy { $0 <= 1.2 + 1.3 }, "never much longer than the cap")
+    }
+
+    @Test func keepsRetrying_whenTCPConnectsTimeOut_evenWhenTheLoopIsLate() async throws {
+        let scratch = try ScratchDirectory()
+        defer { scratch.cleanup() }
+        let tokens = try scratch.write("tokens", "secret-1\n")
+        let silent = try SilentPort()
+        defer { silent.close() }
+        var configuration = testLinkConfiguration(endpoints: ["127.0.0.1:\(silent.port)"], tokenFile: tokens)
+        configuration.stageTimeout = .milliseconds(300)
+        configuration.reconnectBase = .milliseconds(100)
+        configuration.reconnectCap = .milliseconds(200)
+        // A loop of its own, which the test holds up on purpose.
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let engine = try LinkEngine(configuration: configuration, eventLoop: group.next(), logger: testLogger("link-test"))
+        let recorder = TransitionRecorder()
+        engine.onTransition { recorder.record($0) }
+        engine.start()
+
+        // Every attempt's SYNs go unanswered, so it ends at the TCP stage's
+        // deadline, and the socket's own connect timeout (as long) fails it
+        // too. A loop held up past both (a loaded machine) runs them in one
+        // turn. Each attempt must still end in a wait for the next one; it
+        // once stayed "disconnecting" for good.
+        for number in 1...3 {
+            let mark = recorder.count
+            try await recorder.waitFor(after: mark, timeout: 5, "attempt \(number) at the TCP stage") {
+                if case .connecting(.tcp, _) = $0.to { true } else { false }
+            }
+            engine.eventLoop.execute { usleep(600_000) }
+            try await recorder.waitFor(after: mark, timeout: 5, "TCP stage timeout \(number)") {
+                $0.reason.contains("tcp stage timed out")
+            }
+            try await recorder.waitFor(after: mark, timeout: 5, "the wait for attempt \(number + 1)") {
+                if case .waitingToReconnect = $0.to { true } else { false }
+            }
+        }
+        await engine.shutdown()
+        try await group.shutdownGracefully()
     }
 
     @Test func fetchesNewToken_whenLoginFailsWithTokenExpired() async throws {

@@ -30,12 +30,15 @@ struct AdminPolicy: Sendable {
         guard getpwuid_r(uid, &passwd, &buffer, buffer.count, &result) == 0, result != nil, let name = passwd.pw_name else {
             return []
         }
-        var count: Int32 = 64
-        var groups = [gid_t](repeating: 0, count: Int(count))
-        if getgrouplist(name, passwd.pw_gid, &groups, &count) == -1 {
-            groups = [gid_t](repeating: 0, count: Int(count))
-            guard getgrouplist(name, passwd.pw_gid, &groups, &count) != -1 else { return [] }
+        // `name` points into `buffer`, which must outlive its last use here.
+        return withExtendedLifetime(buffer) {
+            var count: Int32 = 64
+            var groups = [gid_t](repeating: 0, count: Int(count))
+            if getgrouplist(name, passwd.pw_gid, &groups, &count) == -1 {
+                groups = [gid_t](repeating: 0, count: Int(count))
+                guard getgrouplist(name, passwd.pw_gid, &groups, &count) != -1 else { return [] }
+            }
+            return Array(groups.prefix(Int(count)))
         }
-        return Array(groups.prefix(Int(count)))
     }
 }

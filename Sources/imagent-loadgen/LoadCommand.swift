@@ -75,6 +75,16 @@ struct LoadCommand: AsyncParsableCommand {
     @Option(help: "A number written into every payload and the report, to tell processes apart.")
     var tag: UInt32 = 0
 
+    @Option(name: .customLong("reattach-every"), help: ArgumentHelp(
+        "Every this many seconds, close the connection to the daemon and attach the sessions again on a new one, keeping this process's accounting: a client that detaches and comes back (0: never).",
+        valueName: "seconds"))
+    var reattachEvery: Double = 0
+
+    @Option(name: .customLong("latency-file"), help: ArgumentHelp(
+        "At the end, write one line per echoed message to this file: when it was sent (Unix microseconds) and its latency (microseconds).",
+        valueName: "file"))
+    var latencyFile: String?
+
     @Flag(help: "Leave the sessions open at the end (default: CLOSE them once everything arrived).")
     var keepSessions = false
 
@@ -85,12 +95,14 @@ struct LoadCommand: AsyncParsableCommand {
         guard window >= 1 else { throw ValidationError("--window must be at least 1") }
         guard ackEvery >= 1 else { throw ValidationError("--ack-every must be at least 1") }
         guard stallReading >= 0, deadline > 0 else { throw ValidationError("--stall-reading and --deadline must be positive") }
+        guard reattachEvery >= 0 else { throw ValidationError("--reattach-every must be 0 or more") }
     }
 
     func run() async throws {
         let options = LoadOptions(socket: socket, service: service, sessions: sessions, messages: messages, size: size,
                                   window: window, ackEvery: ackEvery, stallSeconds: stallReading, stallAfter: stallAfter,
-                                  deadlineSeconds: deadline, stateFile: state, tag: tag, closeAtEnd: !keepSessions)
+                                  deadlineSeconds: deadline, stateFile: state, tag: tag, closeAtEnd: !keepSessions,
+                                  reattachSeconds: reattachEvery, latencyFile: latencyFile)
         let report = await LoadRunner(options).run()
         print(report.json)
         fflush(nil)
@@ -112,6 +124,8 @@ struct LoadOptions: Sendable {
     var stateFile: String?
     var tag: UInt32
     var closeAtEnd: Bool
+    var reattachSeconds: Double = 0
+    var latencyFile: String?
 }
 
 /// Progress and trouble go to stderr; stdout carries only the report.

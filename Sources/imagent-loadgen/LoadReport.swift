@@ -42,6 +42,7 @@ struct LoadReport {
             ("expired", "\(counters.expired)"),
             ("session_failures", "\(counters.sessionFailures)"),
             ("reconnects", "\(counters.reconnects)"),
+            ("reattached", "\(counters.reattached)"),
             ("stalled", state.stalled ? "true" : "false"),
             ("elapsed_s", format(seconds)),
             ("received_per_s", format(seconds > 0 ? Double(received) / seconds : 0)),

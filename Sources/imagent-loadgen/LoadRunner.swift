@@ -18,21 +18,29 @@ final class LoadRunner: Sendable {
     private let state: NIOLockedValueBox<LoadState>
     private let clock = ContinuousClock()
     private let start: ContinuousClock.Instant
+    /// `start` on the wall clock, in Unix microseconds, for the latency file.
+    private let startUnixMicroseconds: UInt64
 
     init(_ options: LoadOptions) {
         self.options = options
         state = NIOLockedValueBox(LoadState(sessions: options.sessions, messages: options.messages))
         start = ContinuousClock.now
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        startUnixMicroseconds = UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec / 1000)
     }
 
     private enum Stop: Error {
         case deadline
+        /// Time for `--reattach-every`: this connection ends, the next attaches the sessions again.
+        case reattach
     }
 
     func run() async -> LoadReport {
         loadStateFile()
         let deadline = start + .milliseconds(Int64(options.deadlineSeconds * 1000))
         var connections = 0
+        var reattaching = false
         while !isComplete, clock.now < deadline {
             let client: IPCClient
             do {
@@ -44,18 +52,25 @@ final class LoadRunner: Sendable {
                 continue
             }
             connections += 1
-            if connections > 1 { state.withLockedValue { $0.counters.reconnects += 1 } }
+            if connections > 1, !reattaching { state.withLockedValue { $0.counters.reconnects += 1 } }
+            reattaching = false
             do {
                 try await runConnection(client, until: deadline)
                 if options.closeAtEnd, isComplete { await closeSessions(client) }
             } catch Stop.deadline {
                 note("deadline of \(options.deadlineSeconds) s reached")
+            } catch Stop.reattach {
+                // Detach everything at once (the connection closes with sends and deliveries in flight),
+                // then attach again on a new connection: the daemon-restart path, with the daemon alive.
+                reattaching = true
+                state.withLockedValue { $0.counters.reattached += 1 }
             } catch {
                 note("connection \(connections) ended: \(error)")
             }
             await client.close()
         }
         if isComplete, options.closeAtEnd, let path = options.stateFile { unlink(path) }
+        if let path = options.latencyFile { writeLatencyFile(path) }
         return state.withLockedValue { LoadReport(options: options, state: $0, elapsed: clock.now - start) }
     }
 
@@ -72,6 +87,13 @@ final class LoadRunner: Sendable {
             group.addTask {
                 try await Task.sleep(until: deadline, clock: .continuous)
                 throw Stop.deadline
+            }
+            if options.reattachSeconds > 0 {
+                let seconds = options.reattachSeconds
+                group.addTask {
+                    try await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
+                    throw Stop.reattach
+                }
             }
             for index in 0..<options.sessions {
                 try await attach(client, index: index)
@@ -238,7 +260,10 @@ final class LoadRunner: Sendable {
                     track.received += 1
                     if number != track.lastNumber + 1 { state.counters.outOfOrder += 1 }
                     let sentAt = track.sentAt[Int(number) - 1]
-                    if sentAt > 0, now > sentAt { state.counters.latenciesNS.append(now - sentAt) }
+                    if sentAt > 0, now > sentAt {
+                        state.counters.latenciesNS.append(now - sentAt)
+                        state.counters.latencySentAtNS.append(sentAt)
+                    }
                 }
                 track.lastNumber = number
             } else {
@@ -335,6 +360,17 @@ final class LoadRunner: Sendable {
         fsync(fileno(file))
         fclose(file)
         rename(temporary, path)
+    }
+
+    /// Lines `SENT_UNIX_US LATENCY_US`, one per echo whose send this process timed.
+    private func writeLatencyFile(_ path: String) {
+        let base = startUnixMicroseconds
+        let lines = state.withLockedValue { state in
+            zip(state.counters.latencySentAtNS, state.counters.latenciesNS).map { "\(base + $0 / 1000) \($1 / 1000)\n" }
+        }
+        guard let file = fopen(path, "w") else { return note("cannot write \(path)") }
+        for line in lines { fputs(line, file) }
+        fclose(file)
     }
 
     private func readText(_ path: String) -> String? {

@@ -48,7 +48,11 @@ struct LoadCounters {
     var expired = 0
     var sessionFailures = 0
     var reconnects = 0
+    /// Connections closed on purpose by `--reattach-every`.
+    var reattached = 0
     var latenciesNS: [UInt64] = []
+    /// When each message in `latenciesNS` was sent, in nanoseconds since the start.
+    var latencySentAtNS: [UInt64] = []
     /// The longest pause between two messages received by this process (not counting its own stall).
     var maxGapNS: UInt64 = 0
     var lastReceiveNS: UInt64?

@@ -11,6 +11,7 @@ let package = Package(
         .executable(name: "imagent-refserver", targets: ["imagent-refserver"]),
         .executable(name: "imagent-bench", targets: ["imagent-bench"]),
         .executable(name: "imagent-loadgen", targets: ["imagent-loadgen"]),
+        .executable(name: "imagent-chaos", targets: ["imagent-chaos"]),
         .executable(name: "imagent-example", targets: ["imagent-example"]),
         .executable(name: "fuzz-imlink", targets: ["fuzz-imlink"]),
         .executable(name: "fuzz-ipc", targets: ["fuzz-ipc"]),
@@ -141,6 +142,19 @@ let package = Package(
             dependencies: [
                 "AgentIPC",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        // The chaos suite: imagentd and imagent-refserver in network namespaces under loss, partitions,
+        // flaps, a thin pipe, delay and jitter, kills and restarts, while imagent-loadgen streams and checks.
+        // A test tool, not the daemon: Foundation is allowed here.
+        .executableTarget(
+            name: "imagent-chaos",
+            dependencies: [
+                "AgentIPC",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]

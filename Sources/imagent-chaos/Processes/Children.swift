@@ -1,0 +1,117 @@
+import Foundation
+
+/// Every process this run started and every clean-up step it registered,
+/// so that one path — normal end, failure, SIGINT/SIGTERM/SIGHUP or the time
+/// limit — kills what is left and removes what was created.
+final class Children: @unchecked Sendable {
+    static let shared = Children()
+
+    private let lock = NSLock()
+    private var running: [pid_t: String] = [:]
+    /// Run in reverse order of registration (the topology after the processes in it).
+    private var cleanups: [(name: String, action: () -> Void)] = []
+    private var cleanedUp = false
+    private var signalSources: [DispatchSourceSignal] = []
+
+    /// Starts `executable` with `arguments`, stdout and stderr appended to `log` (stdout to `stdout` if given).
+    func spawn(_ name: String, _ executable: String, _ arguments: [String], log: String, stdout: String? = nil) throws -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.standardInput = FileHandle.nullDevice
+        let logHandle = try Self.appending(log)
+        let outHandle = try stdout.map(Self.appending) ?? logHandle
+        process.standardError = logHandle
+        process.standardOutput = outHandle
+        // The child has its own copies once started; ours would pile up over hundreds of loadgens.
+        defer {
+            try? logHandle.close()
+            try? outHandle.close()
+        }
+        var environment = ProcessInfo.processInfo.environment
+        environment["NOTIFY_SOCKET"] = nil
+        environment["IMAGENT_SOCKET"] = nil
+        environment["SWIFT_BACKTRACE"] = "enable=no"
+        process.environment = environment
+        try lock.withLock {
+            guard !cleanedUp else { throw ChaosError("cleaning up; not starting \(name)") }
+            try process.run()
+            running[process.processIdentifier] = name
+        }
+        return process
+    }
+
+    /// SIGKILL, then waits (bounded) for the process to be gone.
+    func kill9(_ process: Process) async {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        await waitForExit(process, seconds: 10)
+    }
+
+    /// SIGTERM, then SIGKILL if it is still there after `seconds`.
+    func terminate(_ process: Process, seconds: Double = 5) async {
+        if process.isRunning { kill(process.processIdentifier, SIGTERM) }
+        await waitForExit(process, seconds: seconds)
+        if process.isRunning { await kill9(process) }
+    }
+
+    func waitForExit(_ process: Process, seconds: Double) async {
+        let deadline = Date().addingTimeInterval(seconds)
+        while process.isRunning, Date() < deadline { try? await Task.sleep(for: .milliseconds(10)) }
+        if !process.isRunning { _ = lock.withLock { running.removeValue(forKey: process.processIdentifier) } }
+    }
+
+    func onCleanup(_ name: String, _ action: @escaping () -> Void) {
+        lock.withLock { cleanups.append((name, action)) }
+    }
+
+    /// Kills every child still running, then runs the clean-up steps, newest first. Runs once.
+    func cleanUp() {
+        let (pids, steps): ([pid_t: String], [(name: String, action: () -> Void)]) = lock.withLock {
+            guard !cleanedUp else { return ([:], []) }
+            cleanedUp = true
+            return (running, cleanups)
+        }
+        for (pid, _) in pids { kill(pid, SIGKILL) }
+        for (pid, _) in pids {
+            // Reap or at least wait until the kernel has it gone (a zombie of ours is reaped by Foundation).
+            for _ in 0..<200 where Foundation.kill(pid, 0) == 0 && !isZombie(pid) { usleep(10_000) }
+        }
+        for step in steps.reversed() { step.action() }
+    }
+
+    /// SIGINT, SIGTERM and SIGHUP clean up and exit 130/143/129; `seconds` later the
+    /// whole run is cut short the same way (exit 124).
+    func installTraps(timeLimitSeconds: Double) {
+        for signalNumber in [SIGINT, SIGTERM, SIGHUP] {
+            signal(signalNumber, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
+            source.setEventHandler { [self] in
+                Log.line("signal \(signalNumber): cleaning up")
+                cleanUp()
+                exit(128 + signalNumber)
+            }
+            source.resume()
+            signalSources.append(source)
+        }
+        let watchdog = Thread { [self] in
+            Thread.sleep(forTimeInterval: timeLimitSeconds)
+            Log.line("time limit of \(Int(timeLimitSeconds)) s reached: killing everything and cleaning up")
+            cleanUp()
+            exit(124)
+        }
+        watchdog.start()
+    }
+
+    private func isZombie(_ pid: pid_t) -> Bool {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = text.lastIndex(of: ")") else { return true }
+        return text[text.index(close, offsetBy: 2)...].hasPrefix("Z")
+    }
+
+    private static func appending(_ path: String) throws -> FileHandle {
+        if !FileManager.default.fileExists(atPath: path) { _ = FileManager.default.createFile(atPath: path, contents: nil) }
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        handle.seekToEndOfFile()
+        return handle
+    }
+}

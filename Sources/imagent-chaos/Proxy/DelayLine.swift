@@ -1,0 +1,65 @@
+import NIOCore
+
+/// One direction of a proxied connection. Each chunk is held for a random
+/// delay in the range, but never released before the chunk ahead of it, so
+/// the bytes keep their order and only their timing jitters:
+///
+/// ```
+/// read:     A(t=0, +700 ms)   B(t=10, +250 ms)   C(t=20, +400 ms)
+/// release:  A at 700          B at 700 (not 260) C at 700 (not 420)
+/// ```
+///
+/// Lives on the event loop of both channels of the pair; not thread-safe.
+final class DelayLine {
+    private let peer: Channel
+    private let delays: DelayRange
+    private var random: SplitMix64
+    private var queue = CircularBuffer<ByteBuffer>()
+    private var lastRelease = NIODeadline.uptimeNanoseconds(0)
+    private var closeWhenEmpty = false
+
+    init(peer: Channel, delays: DelayRange, random: SplitMix64) {
+        self.peer = peer
+        self.delays = delays
+        self.random = random
+    }
+
+    /// Queues `bytes`; they are written to the peer at their release time.
+    func push(_ bytes: ByteBuffer) {
+        let span = UInt64(delays.maxMS - delays.minMS + 1)
+        let delay = TimeAmount.milliseconds(Int64(delays.minMS) + Int64(random.next() % span))
+        let release = max(NIODeadline.now() + delay, lastRelease)
+        lastRelease = release
+        queue.append(bytes)
+        let line = NIOLoopBound(self, eventLoop: peer.eventLoop)
+        peer.eventLoop.scheduleTask(deadline: release) { line.value.releaseOne() }
+    }
+
+    /// The source closed: close the peer once everything queued has gone out.
+    func finish() {
+        closeWhenEmpty = true
+        if queue.isEmpty { peer.close(promise: nil) }
+    }
+
+    /// Releases the oldest chunk: timers with equal deadlines may fire in any
+    /// order, but each firing takes the head, so the order holds regardless.
+    private func releaseOne() {
+        if let bytes = queue.popFirst() { peer.writeAndFlush(bytes, promise: nil) }
+        if queue.isEmpty, closeWhenEmpty { peer.close(promise: nil) }
+    }
+}
+
+/// A small seeded generator (SplitMix64), so a run's delays can be repeated.
+struct SplitMix64: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

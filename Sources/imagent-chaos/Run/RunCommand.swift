@@ -1,0 +1,73 @@
+import ArgumentParser
+import Foundation
+
+/// `imagent-chaos run`: the suite itself.
+struct RunCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "Run the chaos suite: load through imagentd while the network and the processes fail.",
+        discussion: """
+            imagentd runs in one network namespace, imagent-refserver in another, joined by a veth pair \
+            (10.232.0.0/16); imagent-loadgen processes in the root namespace stream echo messages through \
+            the daemon's socket and check every one. Meanwhile: nftables random loss (30 %, 50 %) and a \
+            partition, ip link flaps, a tc tbf thin pipe, 200–800 ms of delay with jitter through a userspace \
+            proxy, refserver and daemon kill -9 and restart, loadgens killed and restarted and re-attaching. \
+            At the end: a readable report on stderr and one JSON line on stdout; exit 0 only when nothing was \
+            lost, duplicated or reordered and every loadgen passed. Without root (or where namespaces or \
+            nftables cannot work) it says why and exits 0: skipped. Needs imagentd, imagent-refserver and \
+            imagent-loadgen built beside it.
+            """)
+
+    @Flag(help: "The CI size: every fault once, about 3–4 minutes (default).")
+    var short = false
+
+    @Flag(help: "The schedule repeated until --messages messages each way (default 1,000,000).")
+    var long = false
+
+    @Option(help: "Long mode: messages each way to run at least.")
+    var messages: Int?
+
+    @Option(help: "Seed of the delay proxy's draws.")
+    var seed: UInt64 = 6
+
+    @Option(name: .customLong("time-limit"), help: ArgumentHelp(
+        "Hard limit for the whole run in seconds (default 600 short, 14400 long); then everything is killed and removed.",
+        valueName: "seconds"))
+    var timeLimit: Double?
+
+    @Flag(help: "Keep the run directory (logs, stores, loadgen reports) instead of removing it.")
+    var keep = false
+
+    func validate() throws {
+        guard !(short && long) else { throw ValidationError("--short or --long, not both") }
+        if let messages, messages < 1 { throw ValidationError("--messages must be at least 1") }
+        if let timeLimit, timeLimit < 60 { throw ValidationError("--time-limit must be at least 60 s") }
+    }
+
+    func run() async throws {
+        if let reason = Topology.unavailableReason() {
+            print("imagent-chaos: SKIPPED: \(reason)")
+            return
+        }
+        let missing = Binaries.missing()
+        guard missing.isEmpty else {
+            throw ChaosError("not built: \(missing.joined(separator: ", ")) (swift build --product imagentd, … one product per command)")
+        }
+        let plan = long ? ChaosPlan.long(messages: messages, seed: seed, timeLimitSeconds: timeLimit)
+                        : ChaosPlan.short(seed: seed, timeLimitSeconds: timeLimit)
+        Children.shared.installTraps(timeLimitSeconds: plan.timeLimitSeconds)
+        let report: ChaosReport
+        do {
+            report = try await ChaosRun(plan: plan, keepDirectory: keep).run()
+        } catch {
+            Log.line("run failed: \(error)")
+            Children.shared.cleanUp()
+            throw ExitCode(1)
+        }
+        Children.shared.cleanUp()
+        FileHandle.standardError.write(Data((report.text + "\n").utf8))
+        print(report.json)
+        fflush(nil)
+        if !report.passed { throw ExitCode(1) }
+    }
+}

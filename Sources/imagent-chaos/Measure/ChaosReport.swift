@@ -42,13 +42,13 @@ struct ChaosReport {
         lines.append("")
         lines.append("== imagent chaos suite: \(plan.mode.rawValue) mode, seed \(plan.seed), \(String(format: "%.0f", elapsedSeconds)) s")
         lines.append("")
-        lines.append(pad("phase", 44) + pad("msgs sent", 11) + pad("p50 ms", 10) + pad("p99 ms", 10) + "link")
+        lines.append(pad("phase", 44) + pad("echoes", 11) + pad("p50 ms", 10) + "p99 ms")
         for phase in phases {
             let summary = latencies.summary(sentFromMS: phase.startMS, toMS: phase.endMS)
             let seconds = Double(phase.endMS - phase.startMS) / 1000
-            let link = phase.recoveries.isEmpty ? phase.notes.joined(separator: "; ") : ""
             lines.append(pad("\(phase.name) (\(String(format: "%.0f", seconds)) s)", 44) + pad("\(summary.count)", 11)
-                + pad(ms(summary.p50MS), 10) + pad(ms(summary.p99MS), 10) + link)
+                + pad(ms(summary.p50MS), 10) + ms(summary.p99MS))
+            for note in phase.notes { lines.append("    " + note) }
             for recovery in phase.recoveries {
                 let during = recovery.reconnectsDuring.map { $0 > 0 ? ", \($0) reconnects during it" : "" } ?? ""
                 lines.append("    " + recovery.fault + ": " + recovery.text + during)

@@ -48,6 +48,16 @@ final class LinkMonitor: Sendable {
         return nil
     }
 
+    /// The first sample taken at or after `afterMS` that shows the link not connected, within `seconds`.
+    func waitNotConnected(after afterMS: Int64, seconds: Double) async -> Sample? {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if let sample = latest, sample.atMS >= afterMS, sample.state != "connected" { return sample }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return nil
+    }
+
     private func poll() async {
         while !Task.isCancelled {
             guard let client = try? await IPCClient.connect(socketPath: socketPath, clientName: "imagent-chaos monitor",

@@ -52,7 +52,7 @@ struct ChaosPlan: Sendable {
     static func short(seed: UInt64, timeLimitSeconds: Double?) -> ChaosPlan {
         ChaosPlan(
             mode: .short, seed: seed,
-            fleet: LoadFleet.Shape(slots: 4, sessions: 4, messagesPerSession: 250, window: 16, reattachSeconds: 15,
+            fleet: LoadFleet.Shape(slots: 4, sessions: 5, messagesPerSession: 1000, window: 16, reattachSeconds: 10,
                                    deadlineSeconds: 300, messageTarget: .max),
             schedule: standardSchedule(scale: 1),
             repeatUntilMessages: nil,
@@ -74,15 +74,16 @@ struct ChaosPlan: Sendable {
     /// Every fault kind, with a clean spell first and last. `scale` stretches the timed faults.
     static func standardSchedule(scale: Double) -> [Fault] {
         [
-            .clean(seconds: 8 * scale),
-            .loss(percent: 30, seconds: 15 * scale),
-            .loss(percent: 50, seconds: 15 * scale),
-            .partition(seconds: 6),
+            .clean(seconds: 10 * scale),
+            .loss(percent: 30, seconds: 20 * scale),
+            .loss(percent: 50, seconds: 20 * scale),
+            // Longer than the daemon takes to call a silent link dead (heartbeat ≤ 2 s + 2 PONG deadlines).
+            .partition(seconds: 12 * scale),
             .flaps(count: 3, downSeconds: 2),
-            .thinPipe(rateKbit: 128, seconds: 12 * scale),
+            .thinPipe(rateKbit: 128, seconds: 15 * scale),
             .serverKill,
             .daemonKill,
-            .delay(DelayRange(minMS: 200, maxMS: 800), seconds: 15 * scale),
+            .delay(DelayRange(minMS: 200, maxMS: 800), seconds: 20 * scale),
             .clientKill,
             .clean(seconds: 5 * scale),
         ]

@@ -58,6 +58,12 @@ struct FaultDirector {
             let start = wallMS()
             let before = monitor.latest?.reconnects
             await cluster.killServer()
+            // The server stays down until the daemon has seen it go, so the restart is measured from a link that is down.
+            if let down = await monitor.waitNotConnected(after: start, seconds: 10) {
+                record.notes.append("the daemon saw the server gone after \(down.atMS - start) ms")
+            } else {
+                record.notes.append("the daemon did not see the server gone within 10 s")
+            }
             try await cluster.startServer()
             record.recoveries.append(await Recovery.measure("refserver back (same port, --state)", monitor: monitor,
                                                             startMS: start, endMS: wallMS(), reconnectsBefore: before))

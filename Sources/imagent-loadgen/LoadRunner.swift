@@ -53,21 +53,24 @@ final class LoadRunner: Sendable {
             }
             connections += 1
             if connections > 1, !reattaching { state.withLockedValue { $0.counters.reconnects += 1 } }
-            reattaching = false
             do {
                 try await runConnection(client, until: deadline)
                 if options.closeAtEnd, isComplete { await closeSessions(client) }
             } catch Stop.deadline {
                 note("deadline of \(options.deadlineSeconds) s reached")
             } catch Stop.reattach {
-                // Detach everything at once (the connection closes with sends and deliveries in flight),
-                // then attach again on a new connection: the daemon-restart path, with the daemon alive.
-                reattaching = true
-                state.withLockedValue { $0.counters.reattached += 1 }
+                // Detached everything at once (the connection closed with sends and deliveries in flight);
+                // the next connection attaches again: the daemon-restart path, with the daemon alive.
             } catch {
-                note("connection \(connections) ended: \(error)")
+                if !state.withLockedValue({ $0.reattaching }) { note("connection \(connections) ended: \(error)") }
             }
             await client.close()
+            // The senders' errors may come out of the group before the timer's own Stop.reattach.
+            reattaching = state.withLockedValue { state in
+                defer { state.reattaching = false }
+                if state.reattaching { state.counters.reattached += 1 }
+                return state.reattaching
+            }
         }
         if isComplete, options.closeAtEnd, let path = options.stateFile { unlink(path) }
         if let path = options.latencyFile { writeLatencyFile(path) }
@@ -86,12 +89,17 @@ final class LoadRunner: Sendable {
             group.addTask { try await self.receive(client) }
             group.addTask {
                 try await Task.sleep(until: deadline, clock: .continuous)
+                await client.close()  // ends the other tasks now (see --reattach-every below)
                 throw Stop.deadline
             }
             if options.reattachSeconds > 0 {
                 let seconds = options.reattachSeconds
                 group.addTask {
                     try await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
+                    // Closing first ends the other tasks at once (their requests fail, the events end):
+                    // the group waits for every task, and senders do not stop merely for being cancelled.
+                    self.state.withLockedValue { $0.reattaching = true }
+                    await client.close()
                     throw Stop.reattach
                 }
             }

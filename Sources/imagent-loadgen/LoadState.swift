@@ -66,6 +66,8 @@ struct LoadState {
     /// Set while the program plays the stuck client: senders wait, nobody reads.
     var stalling = false
     var stalled = false
+    /// Set by `--reattach-every` just before it closes the connection on purpose.
+    var reattaching = false
 
     init(sessions: Int, messages: Int) {
         tracks = (0..<sessions).map { SessionTrack(index: $0, messages: messages) }

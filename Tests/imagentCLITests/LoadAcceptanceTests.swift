@@ -116,6 +116,39 @@ struct LoadAcceptanceTests {
         }
     }
 
+    /// The chaos suite's clients detach and attach while they stream (`--reattach-every`): the
+    /// process closes its connection with sends and deliveries in flight, attaches its sessions
+    /// again on a new one and goes on, keeping its own accounting across the gaps.
+    @Test(.timeLimit(.minutes(4)))
+    func aClientThatDetachesAndAttachesTwiceASecond_keepsItsAccounting_andTimesEveryEcho() async throws {
+        try await withLoadCluster { cluster in
+            let latencyFile = cluster.directory + "/latencies"
+            let before = Date().timeIntervalSince1970
+            let loadgen = try cluster.startLoadgen(tag: 7, arguments: [
+                "--sessions", "4", "--messages", "1500", "--window", "16", "--reattach-every", "0.5",
+                "--latency-file", latencyFile, "--deadline", "180",
+            ])
+            let report = try await loadgen.wait(within: .seconds(200))
+            let after = Date().timeIntervalSince1970
+            print("reattaching client: \(report.json)")
+            #expect(report.status == 0, "\(report.json)\n\(report.stderr)\n\(cluster.tail("imagentd.log"))")
+            #expect(report.int("received") == 6000 && report.int("lost") == 0)
+            #expect(report.int("duplicated") == 0 && report.int("out_of_order") == 0 && report.int("seq_gaps") == 0)
+            #expect(report.int("reattached") >= 2, "the run was too short to detach at all")
+            #expect(report.int("reconnects") == 0, "a reattach is not a reconnection after the daemon went away")
+
+            // One line per echo: when it was sent (Unix µs, inside the run) and its latency (µs).
+            let lines = try String(contentsOfFile: latencyFile, encoding: .utf8).split(separator: "\n")
+            #expect(lines.count == 6000)
+            for line in lines {
+                let words = line.split(separator: " ").compactMap { Double($0) }
+                #expect(words.count == 2)
+                guard words.count == 2 else { break }
+                #expect(words[0] / 1e6 >= before - 1 && words[0] / 1e6 <= after + 1 && words[1] >= 0)
+            }
+        }
+    }
+
     // MARK: Helpers
 
     struct Run {

@@ -13,6 +13,7 @@ struct ChaosReport {
     var elapsedSeconds: Double
     var drained: Bool
     var problems: [String]
+    var notes: [String] = []
 
     func total(_ key: String) -> Int { reports.reduce(0) { $0 + $1.int(key) } }
 
@@ -69,6 +70,7 @@ struct ChaosReport {
         let restore = networkRestoreMS
         lines.append("reconnect after the network came back: \(restore.isEmpty ? "-" : restore.map(String.init).joined(separator: ", ")) ms"
             + (restore.isEmpty ? "" : " (max \(restore.max()!) ms)"))
+        for note in notes { lines.append("NOTE: \(note)") }
         for problem in problems { lines.append("PROBLEM: \(problem)") }
         lines.append(passed ? "PASSED: every message arrived exactly once, in order" : "FAILED")
         return lines.joined(separator: "\n")
@@ -108,6 +110,8 @@ struct ChaosReport {
             return "{\"fault\":\(quote(recovery.fault)),\"reconnect_ms\":\(value)}"
         }
         fields.append(("reconnects", "[" + faults.joined(separator: ",") + "]"))
+        fields.append(("problems", "[" + problems.map(quote).joined(separator: ",") + "]"))
+        fields.append(("notes", "[" + notes.map(quote).joined(separator: ",") + "]"))
         fields.append(("passed", passed ? "true" : "false"))
         return "{" + fields.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ",") + "}"
     }

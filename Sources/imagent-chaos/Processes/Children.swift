@@ -64,6 +64,9 @@ final class Children: @unchecked Sendable {
         lock.withLock { cleanups.append((name, action)) }
     }
 
+    /// True once `cleanUp()` began: what dies then was killed by it.
+    var isCleaningUp: Bool { lock.withLock { cleanedUp } }
+
     /// Kills every child still running, then runs the clean-up steps, newest first. Runs once.
     func cleanUp() {
         let (pids, steps): ([pid_t: String], [(name: String, action: () -> Void)]) = lock.withLock {

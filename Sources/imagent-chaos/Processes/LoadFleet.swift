@@ -126,6 +126,7 @@ final class LoadFleet: @unchecked Sendable {
     // MARK: Internals
 
     private func reap() {
+        guard !Children.shared.isCleaningUp else { return }
         let done: [(Int, Running)] = lock.withLock { running.filter { !$0.value.process.isRunning }.map { ($0.key, $0.value) } }
         for (slot, entry) in done {
             let report = read(entry)

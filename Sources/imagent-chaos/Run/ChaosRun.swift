@@ -50,7 +50,11 @@ struct ChaosRun {
                 phases.append(try await director.run(fault))
             }
         } while plan.repeatUntilMessages.map({ fleet.messagesStarted < $0 }) == true && Date() < feedUntil
-        if Date() >= feedUntil { problems.append("the time limit cut the schedule short") }
+        var notes: [String] = []
+        if Date() >= feedUntil {
+            notes.append("the time limit stopped the schedule after \(fleet.messagesStarted) messages each way were started"
+                + (plan.repeatUntilMessages.map { " (of \($0) asked for)" } ?? ""))
+        }
 
         Log.line("schedule done; waiting for the running loadgens to finish")
         fleet.stopFeeding()
@@ -64,7 +68,8 @@ struct ChaosRun {
         for report in fleet.reports { latencies.read(report.latencyPath) }
         var report = ChaosReport(plan: plan, phases: phases, reports: fleet.reports, latencies: latencies,
                                  firstConnectLoopbackMS: loopback, firstConnectVethMS: veth,
-                                 elapsedSeconds: Date().timeIntervalSince(started), drained: drained, problems: problems)
+                                 elapsedSeconds: Date().timeIntervalSince(started), drained: drained, problems: problems,
+                                 notes: notes)
         for recovery in report.recoveries {
             if case .notBack = recovery.outcome { report.problems.append("\(recovery.fault): the link did not come back") }
         }

@@ -48,7 +48,7 @@ struct ChaosPlan: Sendable {
     var repeatUntilMessages: Int?
     var timeLimitSeconds: Double
 
-    /// About three to four minutes on two busy cores with debug builds; every kind of fault once.
+    /// About two to three minutes on two busy cores with debug builds; every kind of fault once.
     static func short(seed: UInt64, timeLimitSeconds: Double?) -> ChaosPlan {
         ChaosPlan(
             mode: .short, seed: seed,

@@ -51,7 +51,9 @@ struct ChaosRun {
             }
         } while plan.repeatUntilMessages.map({ fleet.messagesStarted < $0 }) == true && Date() < feedUntil
         var notes: [String] = []
-        if Date() >= feedUntil {
+        if Date() >= feedUntil, plan.mode == .short {
+            problems.append("the time limit stopped the schedule before every fault had run")
+        } else if Date() >= feedUntil {
             notes.append("the time limit stopped the schedule after \(fleet.messagesStarted) messages each way were started"
                 + (plan.repeatUntilMessages.map { " (of \($0) asked for)" } ?? ""))
         }

@@ -18,7 +18,7 @@ struct RunCommand: AsyncParsableCommand {
             imagent-loadgen built beside it.
             """)
 
-    @Flag(help: "The CI size: every fault once, about 3–4 minutes (default).")
+    @Flag(help: "The CI size: every fault once, about 2–3 minutes (default).")
     var short = false
 
     @Flag(help: "The schedule repeated until --messages messages each way (default 1,000,000).")

@@ -43,17 +43,22 @@ struct ChaosRun {
         let feedUntil = started.addingTimeInterval(plan.timeLimitSeconds - drainAllowance)
         var phases: [PhaseRecord] = []
         var pass = 0
+        var cut = false
         repeat {
             pass += 1
             if plan.mode == .long { Log.line("pass \(pass) of the schedule; \(fleet.messagesStarted) messages started") }
-            for fault in plan.schedule where Date() < feedUntil {
+            for fault in plan.schedule {
+                guard Date() < feedUntil else {
+                    cut = true
+                    break
+                }
                 phases.append(try await director.run(fault))
             }
-        } while plan.repeatUntilMessages.map({ fleet.messagesStarted < $0 }) == true && Date() < feedUntil
+        } while !cut && plan.repeatUntilMessages.map({ fleet.messagesStarted < $0 }) == true
         var notes: [String] = []
-        if Date() >= feedUntil, plan.mode == .short {
+        if cut, plan.mode == .short {
             problems.append("the time limit stopped the schedule before every fault had run")
-        } else if Date() >= feedUntil {
+        } else if cut {
             notes.append("the time limit stopped the schedule after \(fleet.messagesStarted) messages each way were started"
                 + (plan.repeatUntilMessages.map { " (of \($0) asked for)" } ?? ""))
         }

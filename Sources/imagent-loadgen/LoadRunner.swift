@@ -85,6 +85,12 @@ final class LoadRunner: Sendable {
     // MARK: One connection
 
     private func runConnection(_ client: IPCClient, until deadline: ContinuousClock.Instant) async throws {
+        state.withLockedValue { state in
+            for index in state.tracks.indices {
+                state.tracks[index].attached = false
+                state.tracks[index].early = []
+            }
+        }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await self.receive(client) }
             group.addTask {
@@ -125,6 +131,7 @@ final class LoadRunner: Sendable {
             let opened = try await client.open(service: options.service)
             state.withLockedValue { state in
                 state.tracks[index].id = opened.session
+                state.tracks[index].attached = true
                 state.indexByID[opened.session] = index
             }
             saveStateFile()
@@ -141,7 +148,7 @@ final class LoadRunner: Sendable {
             }
         }
         guard let opened else { return }
-        state.withLockedValue { state in
+        let ack = state.withLockedValue { state -> UInt64? in
             var track = state.tracks[index]
             if opened.sentSeq < track.accepted {
                 state.counters.acceptedLost += Int(track.accepted - opened.sentSeq)
@@ -160,8 +167,14 @@ final class LoadRunner: Sendable {
                 track.ackedSeq = opened.deliveredSeq
             }
             track.issued = max(track.issued, opened.sentSeq)
+            track.attached = true
+            let early = track.early
+            track.early = []
             state.tracks[index] = track
+            // In order and under the same lock, so the receiving task cannot overtake them.
+            return early.compactMap { check($0, index: index, in: &state) }.last
         }
+        if let ack { try await client.ack(session: id, seq: ack) }
     }
 
     // MARK: Sending
@@ -246,10 +259,23 @@ final class LoadRunner: Sendable {
 
     /// Checks one message; returns the seq to acknowledge, if it is time to.
     private func process(_ message: IPCMessage.InboundMessage) -> UInt64? {
+        state.withLockedValue { state -> UInt64? in
+            guard let index = state.indexByID[message.session] else { return nil }
+            guard state.tracks[index].attached else {
+                // MESSAGEs follow OPENED at once and may be read before `attach` has taken in
+                // OPENED's DELIVERED_SEQ: they wait for it (`attach` checks them in order).
+                state.tracks[index].early.append(message)
+                return nil
+            }
+            return check(message, index: index, in: &state)
+        }
+    }
+
+    /// Checks one message of an attached session against the track; returns the seq to acknowledge, if due.
+    private func check(_ message: IPCMessage.InboundMessage, index: Int, in state: inout LoadState) -> UInt64? {
         let now = nanosecondsSinceStart
         let (tag, size, ackEvery, total) = (options.tag, options.size, UInt64(options.ackEvery), options.messages)
-        return state.withLockedValue { state -> UInt64? in
-            guard let index = state.indexByID[message.session] else { return nil }
+        do {
             var track = state.tracks[index]
             defer { state.tracks[index] = track }
             guard message.seq > track.lastSeq else {

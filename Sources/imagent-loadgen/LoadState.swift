@@ -1,3 +1,5 @@
+import AgentIPC
+
 /// What one session sent and received, and what was wrong with it.
 struct SessionTrack {
     let index: Int
@@ -22,6 +24,10 @@ struct SessionTrack {
     /// Message numbers seen (index n).
     var seen: [Bool]
     var received = 0
+    /// Attached on the current connection: OPENED was taken in.
+    var attached = false
+    /// MESSAGEs read before that, checked once it is.
+    var early: [IPCMessage.InboundMessage] = []
 
     init(index: Int, messages: Int) {
         self.index = index

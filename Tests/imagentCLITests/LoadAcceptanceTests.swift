@@ -149,6 +149,34 @@ struct LoadAcceptanceTests {
         }
     }
 
+    /// A client killed with -9 and started again on its `--state` file, just after the daemon
+    /// itself was killed and restarted: it attaches its sessions, takes the store's
+    /// DELIVERED_SEQ from OPENED, and gets every message after it, also those the daemon
+    /// sends right behind OPENED (the chaos suite once saw such a client wait for good).
+    @Test(.timeLimit(.minutes(5)))
+    func aClientKilledAndStartedAgainOnItsStateFile_getsEverythingAfterWhatItProcessed() async throws {
+        try await withLoadCluster { cluster in
+            // Killed at different moments of its re-attaching, so that some of its sessions have
+            // echoes waiting in the daemon when the new process attaches them.
+            for round in 1...6 {
+                let state = cluster.directory + "/client-\(round).state"
+                let arguments = ["--sessions", "5", "--messages", "4000", "--window", "32", "--state", state, "--deadline", "90"]
+                let first = try cluster.startLoadgen(tag: round, arguments: arguments)
+                try await Task.sleep(for: .milliseconds(1200))
+                try await cluster.killAndRestartDaemon()
+                try await Task.sleep(for: .milliseconds(150 * round))
+                kill(first.process.processIdentifier, SIGKILL)
+                _ = try? await first.wait(within: .seconds(10))
+                let again = try cluster.startLoadgen(tag: round, arguments: arguments)
+                let report = try await again.wait(within: .seconds(100))
+                print("client restarted on its state file, round \(round): \(report.json)")
+                #expect(report.status == 0, "\(report.json)\n\(report.stderr)\n\(cluster.tail("imagentd.log"))")
+                #expect(report.int("received") == 20_000 && report.int("lost") == 0 && report.int("duplicated") == 0)
+                #expect(report.int("out_of_order") == 0 && report.int("seq_gaps") == 0)
+            }
+        }
+    }
+
     // MARK: Helpers
 
     struct Run {

@@ -31,6 +31,8 @@ final class LoadFleet: @unchecked Sendable {
         nonisolated(unsafe) var fields: [String: Any]
         var json: String
         var status: Int32
+        /// Ended by a signal (`status` is its number), not by exit.
+        var signaled: Bool
         var errPath: String
         var latencyPath: String
         /// Times this tag was killed with -9 and started again.
@@ -92,13 +94,16 @@ final class LoadFleet: @unchecked Sendable {
         return isIdle
     }
 
-    /// Clients detaching abruptly: `kill -9` the loadgen started last (the furthest from its end, so
-    /// it has not begun closing its sessions), then a new process with the same tag and state file.
+    /// Clients detaching abruptly: `kill -9` the loadgen started last that has saved its sessions
+    /// (the furthest from its end, so it has not begun closing them), then a new process with the
+    /// same tag and state file.
     func killAndRestartNewest() async -> String? {
         // Out of `running` first, so the supervisor does not take the killed process for a finished one.
         let picked: (Int, Running)? = lock.withLock {
-            guard let (slot, entry) = running.filter({ $0.value.process.isRunning })
-                .max(by: { $0.value.startedAt < $1.value.startedAt }) else { return nil }
+            // Only one that has saved its sessions: killed before that, it would have nothing to resume.
+            guard let (slot, entry) = running.filter({
+                $0.value.process.isRunning && FileManager.default.fileExists(atPath: statePath($0.value.tag))
+            }).max(by: { $0.value.startedAt < $1.value.startedAt }) else { return nil }
             running[slot] = nil
             return (slot, entry)
         }
@@ -171,7 +176,8 @@ final class LoadFleet: @unchecked Sendable {
         let line = out.split(separator: "\n").last.map(String.init) ?? ""
         let fields = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] ?? [:]
         return Finished(tag: entry.tag, fields: fields, json: line.isEmpty ? "(no report)" : line,
-                        status: entry.process.terminationStatus, errPath: errPath(entry.tag),
+                        status: entry.process.terminationStatus,
+                        signaled: entry.process.terminationReason == .uncaughtSignal, errPath: errPath(entry.tag),
                         latencyPath: latencyPath(entry.tag), restarts: entry.restarts)
     }
 

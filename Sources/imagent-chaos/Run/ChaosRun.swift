@@ -107,7 +107,8 @@ struct ChaosRun {
     private func printTails(directory: String, report: ChaosReport) {
         var text = "\n== logs (tails)\n-- imagentd.log\n\(tail(directory + "/imagentd.log"))\n-- refserver.log\n\(tail(directory + "/refserver.log"))\n"
         for failed in report.failedLoadgens.prefix(3) {
-            text += "-- loadgen \(failed.tag): \(failed.json)\n\(tail(failed.errPath, bytes: 1500))\n"
+            let ending = failed.signaled ? "killed by signal \(failed.status)" : "exit status \(failed.status)"
+            text += "-- loadgen \(failed.tag) (\(ending)): \(failed.json)\n\(tail(failed.errPath, bytes: 1500))\n"
         }
         FileHandle.standardError.write(Data(text.utf8))
     }

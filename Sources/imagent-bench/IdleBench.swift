@@ -41,10 +41,12 @@ func runIdleBench(_ options: IdleOptions) async -> Int32 {
 
         let framesBefore = await serverFramesIn(server)
         let start = ThreadSwitches(pid: daemon.pid)
+        let cpuBefore = cpuMilliseconds(of: daemon.pid)
         let clock = ContinuousClock()
         let windowStart = clock.now
         try await Task.sleep(for: .seconds(options.seconds))
         let end = ThreadSwitches(pid: daemon.pid)
+        let cpu = cpuMilliseconds(of: daemon.pid) - cpuBefore
         let window = (clock.now - windowStart).seconds
         let framesAfter = await serverFramesIn(server)
         let memory = daemon.memory()
@@ -57,7 +59,7 @@ func runIdleBench(_ options: IdleOptions) async -> Int32 {
               + "after \(options.settleSeconds) s of quiet")
         print("heartbeat interval (STATUS): \(before) s before the window, \(after) s after it")
         print("frames the server received in the window (the daemon's PINGs): \(framesAfter - framesBefore)")
-        print("VmRSS \(mib(memory.rss)), VmHWM \(mib(memory.peak))")
+        print("VmRSS \(mib(memory.rss)), VmHWM \(mib(memory.peak)); CPU time used in the window: \(format(cpu, decimals: 2)) ms")
         print("")
         print("| thread | tid | voluntary | involuntary | per minute |")
         print("|---|---:|---:|---:|---:|")

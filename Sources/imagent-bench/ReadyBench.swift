@@ -26,12 +26,15 @@ func runReadyBench(_ options: ReadyOptions) async -> Int32 {
     print("spawn → READY=1 and spawn → link connected, \(options.runs) runs, new state directory each")
     var ready: [Double] = []
     var connected: [Double] = []
+    var cpu: [Double] = []
     for run in 1...options.runs {
         do {
             let times = try await startOnce(serverAddress: server.address, directory: nil)
-            print("run \(run): READY \(format(times.ready, decimals: 1)) ms, connected \(format(times.connected, decimals: 1)) ms")
+            print("run \(run): READY \(format(times.ready, decimals: 1)) ms, connected \(format(times.connected, decimals: 1)) ms, "
+                  + "CPU \(format(times.cpu, decimals: 1)) ms")
             ready.append(times.ready)
             connected.append(times.connected)
+            cpu.append(times.cpu)
         } catch {
             print("imagent-bench ready: run \(run): \(error)")
             return 1
@@ -42,6 +45,7 @@ func runReadyBench(_ options: ReadyOptions) async -> Int32 {
     print("|---|---:|---:|---:|")
     print(spreadRow("READY=1", ready))
     print(spreadRow("link connected", connected))
+    print(spreadRow("link connected, CPU time used by imagentd", cpu))
     print("load average \(loadAverage()) at the end")
     try? await server.stop()
     return 0
@@ -49,9 +53,10 @@ func runReadyBench(_ options: ReadyOptions) async -> Int32 {
 
 /// Starts the daemon with a notify socket in `directory` (nil: a new one),
 /// waits for READY=1 and the link's "connected" status, stops it (keeping
-/// the directory only when one was given) and returns both times in ms from the spawn.
+/// the directory only when one was given) and returns both times in ms from
+/// the spawn, and the CPU time the daemon had used when the link was up.
 func startOnce(serverAddress: String, directory: String?, durability: String = "process") async throws
-    -> (ready: Double, connected: Double) {
+    -> (ready: Double, connected: Double, cpu: Double) {
     var template = Array("/tmp/imagent-bench-notify-XXXXXX".utf8CString)
     guard let made = mkdtemp(&template) else { throw BenchError("mkdtemp failed") }
     let notifyDirectory = String(cString: made)
@@ -63,6 +68,7 @@ func startOnce(serverAddress: String, directory: String?, durability: String = "
     if directory == nil { temporaryDirectories.append(daemon.directory) }
     var ready: ContinuousClock.Instant?
     var connected: ContinuousClock.Instant?
+    var cpu = 0.0
     let deadline = ContinuousClock.now + .seconds(20)
     while ready == nil || connected == nil, ContinuousClock.now < deadline {
         guard let datagram = listener.next(milliseconds: 200) else {
@@ -71,7 +77,10 @@ func startOnce(serverAddress: String, directory: String?, durability: String = "
         }
         for line in datagram.text.split(separator: "\n") {
             if line == "READY=1", ready == nil { ready = datagram.at }
-            if line.hasPrefix("STATUS=connected to"), connected == nil { connected = datagram.at }
+            if line.hasPrefix("STATUS=connected to"), connected == nil {
+                connected = datagram.at
+                cpu = cpuMilliseconds(of: daemon.pid)
+            }
         }
     }
     guard let ready, let connected else {
@@ -80,7 +89,7 @@ func startOnce(serverAddress: String, directory: String?, durability: String = "
         throw BenchError("no READY=1 or no link within 20 s; imagentd's log:\n\(String(log.suffix(2000)))")
     }
     await daemon.stop(keepDirectory: directory != nil)
-    return ((ready - daemon.spawnedAt).seconds * 1000, (connected - daemon.spawnedAt).seconds * 1000)
+    return ((ready - daemon.spawnedAt).seconds * 1000, (connected - daemon.spawnedAt).seconds * 1000, cpu)
 }
 
 /// "| label | min | median | max |" of values in ms.

@@ -26,8 +26,8 @@ func runRecoveryBench(_ options: RecoveryOptions) async -> Int32 {
           + "server is down (connection refused), durability \"\(options.durability)\"; then the daemon is stopped, the "
           + "reference server started, and the daemon started again on the same store")
     print("")
-    print("| stop | queue ms | stop ms | store MiB | spawn → READY ms | spawn → connected ms | spawn → all acknowledged ms | server got |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| stop | queue ms | stop ms | store MiB | spawn → READY ms | spawn → connected ms | spawn → all acknowledged ms | CPU ms to all acknowledged | server got |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for stop in options.stops {
         do {
             print(try await recoverOnce(options, stop: stop))
@@ -93,9 +93,13 @@ private func recoverOnce(_ options: RecoveryOptions, stop: String) async throws 
         guard let ready, let connected else { throw BenchError("no READY=1 or no link within 60 s") }
         let client = try await IPCClient.connect(socketPath: second.socketPath, clientName: "imagent-bench-recovery")
         var drained: ContinuousClock.Instant?
+        var cpu = 0.0
         while drained == nil, clock.now < deadline + .seconds(540) {
             let status = try await client.status().filter { $0 != " " }
-            if jsonNumber("outbox", in: status) == "0" { drained = clock.now } else { try await Task.sleep(for: .milliseconds(50)) }
+            if jsonNumber("outbox", in: status) == "0" {
+                drained = clock.now
+                cpu = cpuMilliseconds(of: second.pid)
+            } else { try await Task.sleep(for: .milliseconds(50)) }
         }
         await client.close()
         guard let drained else { throw BenchError("the outbox did not drain within 10 minutes") }
@@ -106,7 +110,7 @@ private func recoverOnce(_ options: RecoveryOptions, stop: String) async throws 
         try? await server.stop()
         return "| \(stop == "kill" ? "SIGKILL" : "SIGTERM") | \(grouped(Int(queued))) | \(format(stopped, decimals: 1)) "
             + "| \(format(Double(storeBytes) / 1_048_576, decimals: 1)) | \(ms(ready)) | \(ms(connected)) | \(ms(drained)) "
-            + "| \(grouped(received)) |"
+            + "| \(format(cpu, decimals: 1)) | \(grouped(received)) |"
     } catch {
         let log = second.log
         await second.stop()

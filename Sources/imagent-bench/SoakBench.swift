@@ -113,7 +113,7 @@ func runSoakBench(_ options: SoakOptions) async -> Int32 {
             print("| \(elapsed / 60) min \(elapsed % 60) s | \(mib(memory.rss)) | \(mib(memory.peak)) | \(grouped(counts.sent)) "
                   + "| \(grouped(counts.echoed)) | \(grouped(counts.sessionsOpened)) | \(drops) | \(load1) |")
             fputs("\(elapsed),\(memory.rss),\(memory.peak),\(counts.sent),\(counts.echoed),\(counts.sessionsOpened),\(drops),\(load1)\n", csv)
-            fflush(csv)
+            fflush(nil)  // The CSV, and the table when stdout is a file: a long run shows its progress.
             nextSample += .seconds(elapsed < 300 ? 10 : 60)
             if !daemon.isRunning { break }
         }

@@ -33,8 +33,6 @@ let usage = """
     """
 
 let arguments = Array(CommandLine.arguments.dropFirst())
-// One line at a time even into a file or a pipe: a soak's table shows its progress as it runs.
-setvbuf(stdout, nil, _IOLBF, 0)
 
 /// The value after `--name`, if given.
 func option(_ name: String) -> String? {

@@ -17,6 +17,8 @@ struct DaemonBenchOptions: Sendable {
     /// Sessions opened for the memory figure.
     var sessions = 10_000
     var timeLimitSeconds = 900
+    /// Where to write every latency sample (durability, path, payload, ms), for plots; nil for nowhere.
+    var samplesCSV: String?
 }
 
 /// Directories to remove if the watchdog has to end the run.
@@ -39,15 +41,16 @@ func startWatchdog(seconds: Int) {
 }
 
 /// The reference server in this process, state in memory, its token file in a
-/// new temporary directory (the caller removes it).
-func startReferenceServer() async throws -> (server: RefServer, directory: String) {
+/// new temporary directory (the caller removes it); `port` 0 picks a free port.
+func startReferenceServer(port: Int = 0, heartbeatMS: UInt32 = 30_000) async throws -> (server: RefServer, directory: String) {
     var template = Array("/tmp/imagent-bench-ref-XXXXXX".utf8CString)
     guard let made = mkdtemp(&template) else { throw BenchError("mkdtemp failed") }
     let directory = String(cString: made)
     temporaryDirectories.append(directory)
     do {
         try writeFile(directory + "/token", benchToken + "\n")
-        let server = try await RefServer.start(configuration: RefServerConfiguration(tokenFile: directory + "/token"),
+        let server = try await RefServer.start(configuration: RefServerConfiguration(port: port, tokenFile: directory + "/token",
+                                                                                             heartbeatMS: heartbeatMS),
                                                logger: Logger(label: "refserver", factory: { _ in SwiftLogNoOpLogHandler() }))
         return (server, directory)
     } catch {
@@ -77,6 +80,12 @@ func runDaemonBench(_ options: DaemonBenchOptions) async -> Int32 {
           "round trip: \(grouped(options.messages)) messages to `echo`, done at the last echo; " +
           "both with at most \(options.window) messages not yet done. Latency: \(grouped(options.requests)) " +
           "messages to `echo`, one at a time, send to echo. Echoes acknowledged every \(ackEvery).")
+    if let path = options.samplesCSV {
+        do { try writeFile(path, "durability,path,payload_bytes,latency_ms\n") } catch {
+            print("imagent-bench: \(error)")
+            return 1
+        }
+    }
     var status: Int32 = 0
     for durability in options.durabilities {
         do {
@@ -143,6 +152,10 @@ private func benchDaemon(durability: String, server: RefServer, token: String, o
             print("| \(label) | imagentd | \(grouped(Int(a.oneWay))) | \(grouped(Int(a.roundTrip))) | \(format(a.p50, decimals: 3)) | \(format(a.p99, decimals: 3)) |")
             print("| \(label) | direct TCP | \(grouped(Int(b.oneWay))) | \(grouped(Int(b.roundTrip))) | \(format(b.p50, decimals: 3)) | \(format(b.p99, decimals: 3)) |")
             print("| \(label) | imagentd ÷ direct | \(format(a.oneWay / b.oneWay, decimals: 2))× | \(format(a.roundTrip / b.roundTrip, decimals: 2))× | \(format(a.p50 / b.p50, decimals: 1))× | \(format(a.p99 / b.p99, decimals: 1))× |")
+            if let path = options.samplesCSV {
+                appendSamples(path, durability: durability, path: "imagentd", size: size, a.latencies)
+                appendSamples(path, durability: durability, path: "direct TCP", size: size, b.latencies)
+            }
         }
         let afterTraffic = daemon.memory()
 
@@ -170,6 +183,8 @@ struct Figures: Sendable {
     var roundTrip: Double
     var p50: Double
     var p99: Double
+    /// Every latency sample in milliseconds, sorted.
+    var latencies: [Double]
 
     /// `run(completion, count, window)` is one run on the path being measured.
     init(count: Int, requests: Int, window: Int,
@@ -179,7 +194,15 @@ struct Figures: Sendable {
         let sorted = (try await run(.echo, requests, 1)).latencies.sorted()
         p50 = sorted[sorted.count / 2].seconds * 1000
         p99 = sorted[min(sorted.count - 1, sorted.count * 99 / 100)].seconds * 1000
+        latencies = sorted.map { $0.seconds * 1000 }
     }
+}
+
+/// Appends one CSV line per latency sample.
+private func appendSamples(_ file: String, durability: String, path: String, size: Int, _ latencies: [Double]) {
+    guard let output = fopen(file, "a") else { return }
+    defer { fclose(output) }
+    for latency in latencies { fputs("\(durability),\(path),\(size),\(format(latency, decimals: 4))\n", output) }
 }
 
 extension Duration {

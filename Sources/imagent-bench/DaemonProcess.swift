@@ -27,11 +27,27 @@ final class DaemonProcess {
         return (path.lastIndex(of: "/").map { String(path[..<$0]) } ?? ".") + "/imagentd"
     }
 
+    /// When the process was spawned.
+    let spawnedAt: ContinuousClock.Instant
+
     /// Writes the configuration and starts the daemon; returns once its socket exists.
-    init(serverAddress: String, token: String, durability: String, maxSessions: Int) async throws {
-        var template = Array("/tmp/imagent-bench-XXXXXX".utf8CString)
-        guard let made = mkdtemp(&template) else { throw BenchError("mkdtemp failed") }
-        directory = String(cString: made)
+    ///
+    /// - Parameters:
+    ///   - settings: more TOML tables appended to the configuration (e.g. `[heartbeat]`).
+    ///   - notifySocket: `$NOTIFY_SOCKET` for the child; nil starts it without one.
+    ///   - directory: an existing directory whose configuration and store to reuse
+    ///     (a restart); nil makes a new one.
+    ///   - waitForSocket: false returns right after the spawn.
+    init(serverAddress: String, token: String, durability: String, maxSessions: Int, maxClients: Int = 256,
+         settings: String = "", notifySocket: String? = nil, directory reused: String? = nil,
+         waitForSocket: Bool = true) async throws {
+        if let reused {
+            directory = reused
+        } else {
+            var template = Array("/tmp/imagent-bench-XXXXXX".utf8CString)
+            guard let made = mkdtemp(&template) else { throw BenchError("mkdtemp failed") }
+            directory = String(cString: made)
+        }
         socketPath = directory + "/imagent.sock"
         do {
             try writeFile(directory + "/token", token + "\n")
@@ -49,18 +65,22 @@ final class DaemonProcess {
                 durability = "\(durability)"
                 [limits]
                 max_sessions = \(maxSessions)
+                max_clients = \(maxClients)
                 [log]
                 level = "warning"
                 [network]
                 watch = false
-
+                \(settings)
                 """)
-            pid = try spawn(Self.binaryPath, ["--config", directory + "/imagentd.toml"], output: directory + "/imagentd.log")
+            spawnedAt = .now
+            pid = try spawn(Self.binaryPath, ["--config", directory + "/imagentd.toml"], output: directory + "/imagentd.log",
+                            notifySocket: notifySocket, appendOutput: reused != nil)
         } catch {
-            removeDirectory(directory)
+            if reused == nil { removeDirectory(directory) }
             throw error
         }
         runningDaemonPID = pid
+        guard waitForSocket else { return }
         for _ in 0..<400 where access(socketPath, F_OK) != 0 && isRunning {
             try? await Task.sleep(for: .milliseconds(25))
         }
@@ -99,8 +119,8 @@ final class DaemonProcess {
 
     var log: String { readFile(directory + "/imagentd.log") ?? "" }
 
-    /// SIGTERM, then SIGKILL after 5 s; removes the directory.
-    func stop() async {
+    /// SIGTERM, then SIGKILL after 5 s; removes the directory unless `keepDirectory`.
+    func stop(keepDirectory: Bool = false) async {
         if isRunning {
             kill(pid, SIGTERM)
             for _ in 0..<250 where isRunning { try? await Task.sleep(for: .milliseconds(20)) }
@@ -112,20 +132,33 @@ final class DaemonProcess {
             }
         }
         runningDaemonPID = 0
-        removeDirectory(directory)
+        if !keepDirectory { removeDirectory(directory) }
+    }
+
+    /// SIGKILL at once, as a crash would; keeps the directory.
+    func kill9() {
+        if isRunning {
+            kill(pid, SIGKILL)
+            var status: CInt = 0
+            waitpid(pid, &status, 0)
+            exited = true
+        }
+        runningDaemonPID = 0
     }
 }
 
 // MARK: Small POSIX helpers
 
-/// posix_spawn with stdout and stderr to `output`, without NOTIFY_SOCKET.
-func spawn(_ path: String, _ arguments: [String], output: String) throws -> pid_t {
+/// posix_spawn with stdout and stderr to `output` (appended to with `appendOutput`),
+/// with `$NOTIFY_SOCKET` set to `notifySocket` or unset.
+func spawn(_ path: String, _ arguments: [String], output: String, notifySocket: String? = nil,
+           appendOutput: Bool = false) throws -> pid_t {
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+    posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | (appendOutput ? O_APPEND : O_TRUNC), 0o644)
     posix_spawn_file_actions_adddup2(&actions, 1, 2)
-    var environment: [String] = ["SWIFT_BACKTRACE=enable=no"]
+    var environment: [String] = ["SWIFT_BACKTRACE=enable=no"] + (notifySocket.map { ["NOTIFY_SOCKET=" + $0] } ?? [])
     var entry = environ
     while let variable = entry.pointee {
         let text = String(cString: variable)

@@ -6,15 +6,30 @@ import Glibc
 //   imagent-bench codec [--seconds S]
 //   imagent-bench daemon [--messages N] [--requests R] [--sizes 64,1024,65536]
 //                        [--durability process,power] [--window W] [--sessions S] [--time-limit SECONDS]
+//                        [--samples-csv latency.csv]
 //   imagent-bench compare [--messages N] [--requests R] [--sizes 64,1024,65536] [--sessions 1,100]
 //                         [--durability power] [--window W] [--time-limit SECONDS]
+//   imagent-bench idle [--seconds 120] [--heartbeat-min 15] [--heartbeat-max 300] [--server-heartbeat-ms 300000]
+//   imagent-bench connections [--clients 1000] [--sessions 1000] [--rounds 3]
+//   imagent-bench ready [--runs 10]
+//   imagent-bench recovery [--messages 100000] [--sessions 10] [--size 256] [--durability process] [--stop term,kill]
+//   imagent-bench soak [--minutes 60] [--rate 100] [--clients 4] [--max-growth-mib 8] [--csv soak.csv]
 
 let usage = """
     usage: imagent-bench codec [--seconds S]
            imagent-bench daemon [--messages N] [--requests R] [--sizes 64,1024,65536]
                                 [--durability process,power] [--window W] [--sessions S] [--time-limit SECONDS]
+                                [--samples-csv latency.csv]
            imagent-bench compare [--messages N] [--requests R] [--sizes 64,1024,65536] [--sessions 1,100]
                                  [--durability process|power] [--window W] [--time-limit SECONDS]
+           imagent-bench idle [--seconds 120] [--settle 5] [--heartbeat-min 15] [--heartbeat-max 300]
+                              [--server-heartbeat-ms 300000]
+           imagent-bench connections [--clients 1000] [--sessions 1000] [--rounds 3]
+           imagent-bench ready [--runs 10]
+           imagent-bench recovery [--messages 100000] [--sessions 10] [--size 256] [--durability process|power]
+                                  [--stop term,kill]
+           imagent-bench soak [--minutes 60] [--rate 100] [--clients 4] [--session-messages 500]
+                              [--drop-every 300] [--max-growth-mib 8] [--csv soak.csv]
     """
 
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -41,6 +56,7 @@ case "daemon":
     if let value = option("--time-limit") { options.timeLimitSeconds = Int(value) ?? 0 }
     if let value = option("--sizes") { options.sizes = integers(value) ?? [] }
     if let value = option("--durability") { options.durabilities = value.split(separator: ",").map(String.init) }
+    options.samplesCSV = option("--samples-csv")
     guard options.messages > 0, options.requests > 0, options.window > 0, options.sessions >= 0,
           options.timeLimitSeconds > 0, !options.sizes.isEmpty, options.sizes.allSatisfy({ $0 > 0 }),
           !options.durabilities.isEmpty, options.durabilities.allSatisfy({ $0 == "process" || $0 == "power" })
@@ -67,6 +83,66 @@ case "compare":
         exit(2)
     }
     exit(await runCompareBench(options))
+case "idle":
+    var options = IdleOptions()
+    if let value = option("--seconds") { options.seconds = Int(value) ?? 0 }
+    if let value = option("--settle") { options.settleSeconds = Int(value) ?? -1 }
+    if let value = option("--heartbeat-min") { options.heartbeatMin = Int(value) ?? 0 }
+    if let value = option("--heartbeat-max") { options.heartbeatMax = Int(value) ?? 0 }
+    if let value = option("--server-heartbeat-ms") { options.serverHeartbeatMS = Int(value) ?? 0 }
+    guard options.seconds > 0, options.settleSeconds >= 0, options.heartbeatMin > 0,
+          options.heartbeatMax >= options.heartbeatMin, options.serverHeartbeatMS > 0 else {
+        print(usage)
+        exit(2)
+    }
+    exit(await runIdleBench(options))
+case "connections":
+    var options = ConnectionsOptions()
+    if let value = option("--clients") { options.clients = Int(value) ?? 0 }
+    if let value = option("--sessions") { options.sessions = Int(value) ?? -1 }
+    if let value = option("--rounds") { options.rounds = Int(value) ?? 0 }
+    guard options.clients > 0, options.sessions >= 0, options.rounds > 0 else {
+        print(usage)
+        exit(2)
+    }
+    exit(await runConnectionsBench(options))
+case "ready":
+    var options = ReadyOptions()
+    if let value = option("--runs") { options.runs = Int(value) ?? 0 }
+    guard options.runs > 0 else {
+        print(usage)
+        exit(2)
+    }
+    exit(await runReadyBench(options))
+case "recovery":
+    var options = RecoveryOptions()
+    if let value = option("--messages") { options.messages = Int(value) ?? 0 }
+    if let value = option("--sessions") { options.sessions = Int(value) ?? 0 }
+    if let value = option("--size") { options.size = Int(value) ?? 0 }
+    if let value = option("--durability") { options.durability = value }
+    if let value = option("--stop") { options.stops = value.split(separator: ",").map(String.init) }
+    guard options.messages > 0, options.sessions > 0, options.size > 0,
+          options.durability == "process" || options.durability == "power",
+          !options.stops.isEmpty, options.stops.allSatisfy({ $0 == "term" || $0 == "kill" }) else {
+        print(usage)
+        exit(2)
+    }
+    exit(await runRecoveryBench(options))
+case "soak":
+    var options = SoakOptions()
+    if let value = option("--minutes") { options.minutes = Int(value) ?? 0 }
+    if let value = option("--rate") { options.rate = Int(value) ?? 0 }
+    if let value = option("--clients") { options.clients = Int(value) ?? 0 }
+    if let value = option("--session-messages") { options.messagesPerSession = Int(value) ?? 0 }
+    if let value = option("--drop-every") { options.dropEverySeconds = Int(value) ?? 0 }
+    if let value = option("--max-growth-mib") { options.maxGrowthMiB = Double(value) ?? -1 }
+    if let value = option("--csv") { options.csvPath = value }
+    guard options.minutes > 0, options.rate > 0, options.clients > 0, options.messagesPerSession > 0,
+          options.dropEverySeconds > 0, options.maxGrowthMiB >= 0 else {
+        print(usage)
+        exit(2)
+    }
+    exit(await runSoakBench(options))
 default:
     print(usage)
     exit(2)

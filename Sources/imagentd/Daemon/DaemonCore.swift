@@ -175,6 +175,11 @@ final class DaemonCore: IPCRequestHandler {
 
     /// EVENT `"event":"heartbeat"` to WATCH subscribers: the interval changed.
     func heartbeatChanged(interval: Duration, rtt: Duration?) {
+        // STATUS and METRICS read `linkStatus`, which only link transitions
+        // replace; without this they kept showing the interval of the moment
+        // the link came up (15 s) while NAT probing had raised it.
+        linkStatus.heartbeatInterval = interval
+        linkStatus.smoothedRTT = rtt ?? linkStatus.smoothedRTT
         let watchers = clients.values.filter(\.watching)
         guard !watchers.isEmpty else { return }
         var event = JSONWriter()

@@ -35,6 +35,11 @@ final class IPCServer: Sendable {
         let bootstrap = ServerBootstrap(group: eventLoop)
             .serverChannelOption(.backlog, value: 256)
             .childChannelOption(.writeBufferWaterMark, value: .init(low: 64 << 10, high: 1 << 20))
+            // Each channel keeps its receive buffer for the next read. NIO's default
+            // starts it at 2 KiB, which every idle client then holds for a few
+            // hundred bytes of HELLO; starting at 256 bytes, a busy client's
+            // buffer doubles per full read up to the same 64 KiB.
+            .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 256, maximum: 65_536))
             .childChannelInitializer { channel in
                 PeerCredentials.of(channel).flatMapThrowing { peer in
                     nextID.value += 1

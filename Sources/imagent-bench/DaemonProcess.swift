@@ -124,14 +124,8 @@ final class DaemonProcess {
         if isRunning {
             kill(pid, SIGTERM)
             for _ in 0..<250 where isRunning { try? await Task.sleep(for: .milliseconds(20)) }
-            if isRunning {
-                kill(pid, SIGKILL)
-                var status: CInt = 0
-                waitpid(pid, &status, 0)
-                exited = true
-            }
         }
-        runningDaemonPID = 0
+        kill9()
         if !keepDirectory { removeDirectory(directory) }
     }
 

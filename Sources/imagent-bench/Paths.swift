@@ -2,6 +2,7 @@ import AgentIPC
 import IMLink
 import NIOCore
 import NIOPosix
+import Synchronization
 
 /// Acknowledge echoes in batches of this many (and the last one), on both paths.
 let ackEvery = 64
@@ -66,13 +67,14 @@ final class FrameReader: @unchecked Sendable {
     }
 }
 
-nonisolated(unsafe) var directAgents = 0
+/// Numbers the direct agents: their AGENT_IDs must differ, or the server
+/// replaces (closes) the older connection. Runs start concurrently, hence atomic.
+let directAgents = Atomic<Int>(0)
 
 /// The baseline: a minimal IMLink agent straight to the reference server
 /// (HELLO, LOGIN, OPEN, DATA, ACK of the echoes), in this process.
 func runDirect(host: String, port: Int, token: String, completion: Completion, size: Int, count: Int, window: Int) async throws -> RunResult {
-    directAgents += 1
-    let agentID = "imagent-bench-direct-\(directAgents)"
+    let agentID = "imagent-bench-direct-\(directAgents.add(1, ordering: .relaxed).newValue)"
     let session: UInt64 = 1
     let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
         .connect(host: host, port: port) { channel in

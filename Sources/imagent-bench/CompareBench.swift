@@ -50,6 +50,7 @@ func runCompareBench(_ options: CompareBenchOptions) async -> Int32 {
         print("| payload | sessions | path | one-way msg/s | round-trip msg/s | p50 ms | p99 ms |")
         print("|---:|---:|---|---:|---:|---:|---:|")
         let (host, port, socket) = (server.host, server.port, daemon.socketPath)
+        var failedRows = 0
         for sessions in options.sessionCounts {
             for size in options.sizes {
                 let label = size % 1024 == 0 ? "\(size / 1024) KiB" : "\(size) B"
@@ -63,32 +64,38 @@ func runCompareBench(_ options: CompareBenchOptions) async -> Int32 {
                           + "| \(format(a.p99 / b.p99, decimals: 2))× |")
                 }
                 let shape = Shape(sessions: sessions, messages: options.messages, requests: options.requests, window: options.window)
-                let imagent = try await withDeadline(600, "\(label) × \(sessions) through imagentd") {
-                    try await shape.figures { completion, count, window in
-                        try await runThroughDaemon(socketPath: socket, completion: completion, size: size, count: count, window: window)
+                /// One path's row; a path that fails prints a FAILED row and the run goes on.
+                func measured(_ path: String, _ run: @escaping @Sendable (Completion, Int, Int) async throws -> RunResult) async -> Figures? {
+                    do {
+                        let figures = try await withDeadline(600, "\(label) × \(sessions) through \(path)") {
+                            try await shape.figures(run)
+                        }
+                        row(path, figures)
+                        return figures
+                    } catch {
+                        print("| \(label) | \(sessions) | \(path) | FAILED: \(error) | | | |")
+                        failedRows += 1
+                        return nil
                     }
                 }
-                row("imagentd", imagent)
+                let imagent = await measured("imagentd") { completion, count, window in
+                    try await runThroughDaemon(socketPath: socket, completion: completion, size: size, count: count, window: window)
+                }
                 var brokers: [(MosquittoBridge.Tuning, Figures)] = []
                 for (tuning, bridge) in bridges {
                     let (local, upstream) = (bridge.localPort, bridge.upstreamPort)
-                    let figures = try await withDeadline(600, "\(label) × \(sessions) through mosquitto \(tuning.rawValue)") {
-                        try await shape.figures { completion, count, window in
-                            try await runThroughMosquitto(localPort: local, upstreamPort: upstream, completion: completion, size: size, count: count, window: window)
-                        }
+                    let figures = await measured("mosquitto bridge, \(tuning.rawValue)") { completion, count, window in
+                        try await runThroughMosquitto(localPort: local, upstreamPort: upstream, completion: completion, size: size, count: count, window: window)
                     }
-                    row("mosquitto bridge, \(tuning.rawValue)", figures)
-                    brokers.append((tuning, figures))
+                    if let figures { brokers.append((tuning, figures)) }
                 }
-                let direct = try await withDeadline(600, "\(label) × \(sessions) direct") {
-                    try await shape.figures { completion, count, window in
-                        try await runDirect(host: host, port: port, token: token, completion: completion, size: size,
-                                            count: count, window: window)
-                    }
+                let direct = await measured("direct TCP") { completion, count, window in
+                    try await runDirect(host: host, port: port, token: token, completion: completion, size: size,
+                                        count: count, window: window)
                 }
-                row("direct TCP", direct)
+                guard let imagent else { continue }
                 for (tuning, figures) in brokers { ratio("imagentd ÷ mosquitto \(tuning.rawValue)", imagent, figures) }
-                ratio("imagentd ÷ direct", imagent, direct)
+                if let direct { ratio("imagentd ÷ direct", imagent, direct) }
             }
         }
         print("")
@@ -98,7 +105,8 @@ func runCompareBench(_ options: CompareBenchOptions) async -> Int32 {
         await daemon.stop()
         for (_, bridge) in bridges { await bridge.stop() }
         try? await server.stop()
-        return 0
+        if failedRows > 0 { print("imagent-bench compare: \(failedRows) row(s) FAILED (see the table)") }
+        return failedRows == 0 ? 0 : 1
     } catch {
         print("imagent-bench compare: \(error)")
         if let log = bridges.first?.1.log, !log.isEmpty { print("mosquitto's log (tail):\n\(String(log.suffix(2000)))") }

@@ -1,5 +1,6 @@
 import NIOCore
 import NIOPosix
+import Synchronization
 
 /// The inbound packets of one MQTT connection, read by one task at a time.
 final class MQTTPacketReader: @unchecked Sendable {
@@ -13,7 +14,9 @@ final class MQTTPacketReader: @unchecked Sendable {
     }
 }
 
-nonisolated(unsafe) private var mosquittoRuns = 0
+/// Numbers the runs: their MQTT client ids must differ, or the broker
+/// disconnects the older client. Runs start concurrently, hence atomic.
+private let mosquittoRuns = Atomic<Int>(0)
 
 /// The same workload through two bridged mosquitto brokers, the way people
 /// put a broker beside each program: the sending client publishes QoS 1 to
@@ -24,8 +27,7 @@ nonisolated(unsafe) private var mosquittoRuns = 0
 /// A `sink` run is done when the upstream client has received the last
 /// message; an `echo` run when the sending client has.
 func runThroughMosquitto(localPort: Int, upstreamPort: Int, completion: Completion, size: Int, count: Int, window: Int) async throws -> RunResult {
-    mosquittoRuns += 1
-    let run = mosquittoRuns
+    let run = mosquittoRuns.add(1, ordering: .relaxed).newValue
     let far = try await connectMQTT(port: upstreamPort)
     let near = try await connectMQTT(port: localPort)
     return try await far.executeThenClose { farInbound, farOutbound in

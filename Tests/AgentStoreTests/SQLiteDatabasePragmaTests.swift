@@ -40,6 +40,20 @@ struct SQLiteDatabasePragmaTests {
         #expect(try database.queryInteger("SELECT count(*) FROM t") == 0)
         #expect(try database.integrityCheck() == ["ok"])
         #expect(try database.pageSize >= 512)
-        #expect(try database.freePageCount >= 0)
+    }
+
+    @Test func freePageCount_countsThePagesADeleteFreed() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let database = try SQLiteDatabase(path: directory.databasePath)
+        try database.execute("CREATE TABLE t(b BLOB)")
+        #expect(try database.freePageCount == 0)
+        let insert = try database.prepare("INSERT INTO t VALUES(?)")
+        try database.transaction {
+            for _ in 0..<20 { try insert.run([.blob([UInt8](repeating: 7, count: 4000))]) }
+        }
+        #expect(try database.freePageCount == 0)
+        try database.execute("DELETE FROM t")
+        #expect(try database.freePageCount >= 20, "each 4,000-byte row held at least one page of its own")
     }
 }

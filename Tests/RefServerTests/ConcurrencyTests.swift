@@ -46,10 +46,14 @@ struct ConcurrencyTests {
     /// 1,000 clients and 1,000 server sockets live in this one process.
     private func raiseDescriptorLimit(to wanted: rlim_t) throws {
         var limit = rlimit()
-        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-        guard limit.rlim_cur < wanted else { return }
-        limit.rlim_cur = min(wanted, limit.rlim_max)
-        setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-        #expect(limit.rlim_cur >= 2 * rlim_t(Self.agents) + 100, "too few file descriptors for this test")
+        try #require(getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, "getrlimit: errno \(errno)")
+        if limit.rlim_cur < wanted {
+            limit.rlim_cur = min(wanted, limit.rlim_max)
+            try #require(setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, "setrlimit: errno \(errno)")
+        }
+        // What the kernel holds now, not what was asked for.
+        var granted = rlimit()
+        try #require(getrlimit(Int32(RLIMIT_NOFILE.rawValue), &granted) == 0, "getrlimit: errno \(errno)")
+        try #require(granted.rlim_cur >= 2 * rlim_t(Self.agents) + 100, "too few file descriptors for this test: \(granted.rlim_cur)")
     }
 }

@@ -71,7 +71,8 @@ struct ResumeTests {
             let body = Deflate.deflate(ByteBuffer(string: String(repeating: "abc", count: 100)))
             try await client.send(.data(DataFrame(session: 1, seq: 1, compressed: true, body: body)))
             let frames = try await collect(client) { $0.dataSeqs.count == 1 && $0.acks.last == 1 }
-            guard case .data(let echo) = frames.first(where: { $0.type == .data }) else { return }
+            let frame = try #require(frames.first(where: { $0.type == .data }), "no DATA echoed")
+            guard case .data(let echo) = frame else { Issue.record("expected DATA, got \(frame)"); return }
             #expect(echo.compressed)
             #expect(echo.body == body)
             await client.close()

@@ -30,12 +30,20 @@ struct ExactlyOnceTests {
         daemon = try await daemon.restarted()
         _ = try await daemon.waitForLink("connected")
 
-        // 2. The link is cut while 300 more go out.
-        let current = daemon
-        async let second = current.imagent(["send", "\(session)", "--lines"], stdin: lines(301...600))
-        try await Task.sleep(for: .milliseconds(50))
-        #expect(await current.server.execute(line: "drop").hasPrefix("ok"))
-        #expect(try await second.status == 0)
+        // 2. The link is cut while 300 more go out: the server closes it on the 150th frame it
+        //    receives from now on, so the cut falls inside the stream whatever the timing.
+        let before = try await reconnects(daemon)
+        #expect(await daemon.server.execute(line: "drop-after 150").hasPrefix("ok"))
+        let second = try await daemon.imagent(["send", "\(session)", "--lines"], stdin: lines(301...600))
+        #expect(second.status == 0, "\(second.stderr)")
+        // Every DATA reaches the server in the end, so the cut happens; wait for the link to come back.
+        var after = try await reconnects(daemon)
+        let deadline = ContinuousClock.now + .seconds(15)
+        while after == before, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(100))
+            after = try await reconnects(daemon)
+        }
+        #expect(after > before, "the link was never cut (reconnects \(before) → \(after))")
 
         // 3. Read 200 (acknowledging them), kill -9 again, read the rest after the restart.
         var received = try await listen(daemon, session, count: 200, after: 0)
@@ -47,6 +55,12 @@ struct ExactlyOnceTests {
         #expect(received.map(\.seq) == Array(1...600), "seqs out of order, missing or duplicated")
         #expect(received.allSatisfy { $0.text == "m\($0.seq)" }, "a payload arrived under the wrong seq")
         print("exactly-once: 600 sent, \(received.count) received, 0 lost, 0 duplicated, across 2 kill -9 and 1 link drop")
+    }
+
+    private func reconnects(_ daemon: RealDaemon) async throws -> Int {
+        let status = try await daemon.waitForLink("connected")
+        let link = try #require(status["link"] as? [String: Any], "no link in \(status)")
+        return try #require((link["reconnects"] as? NSNumber)?.intValue, "no reconnects in \(status)")
     }
 
     private func lines(_ range: ClosedRange<Int>) -> String {

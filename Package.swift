@@ -35,6 +35,11 @@ let package = Package(
         // glibc's malloc_trim, which the Glibc module does not export (MemoryTrimmer).
         .systemLibrary(name: "CMalloc"),
 
+        // What tests and test tools share: child processes without Foundation's Process, a seeded
+        // random generator, temporary directories. Never linked into imagentd or imagent.
+        .target(name: "CChildProcess"),
+        .target(name: "IMAgentTestKit", dependencies: ["CChildProcess"]),
+
         // The configuration file format (a strict TOML subset with line numbers).
         .target(name: "ConfigFile"),
 
@@ -130,6 +135,7 @@ let package = Package(
         .executableTarget(
             name: "imagent-bench",
             dependencies: [
+                "IMAgentTestKit",
                 "IMLink", "AgentIPC", "RefServer",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -152,6 +158,7 @@ let package = Package(
         .executableTarget(
             name: "imagent-chaos",
             dependencies: [
+                "IMAgentTestKit",
                 "AgentIPC",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -188,6 +195,7 @@ let package = Package(
         .testTarget(
             name: "AgentStoreTests",
             dependencies: [
+                "IMAgentTestKit",
                 "AgentStore", "SQLiteDatabase", "agentstore-crash-writer",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -196,6 +204,7 @@ let package = Package(
         .testTarget(
             name: "RefServerTests",
             dependencies: [
+                "IMAgentTestKit",
                 "RefServer", "IMLink", "SQLiteDatabase", "JSONText",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -207,6 +216,7 @@ let package = Package(
         .testTarget(
             name: "imagentdTests",
             dependencies: [
+                "IMAgentTestKit",
                 "imagentd", "IMLink", "RefServer",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -218,6 +228,7 @@ let package = Package(
         .testTarget(
             name: "imagentCLITests",
             dependencies: [
+                "IMAgentTestKit",
                 "AgentIPC", "imagent-cli", "imagentd", "RefServer", "imagent-refserver", "imagent-loadgen",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -1,5 +1,6 @@
 import AgentStore
 import Foundation
+import IMAgentTestKit
 import NIOCore
 import SQLiteDatabase
 import Testing
@@ -34,16 +35,10 @@ struct CrashSafetyTests {
     /// has reported progress, and returns every seq it reported committed.
     func runAndKill(database: String, durability: Durability, directory: String, round: Int) async throws -> [UInt64] {
         let outPath = directory + "/writer-\(durability)-\(round).out"
-        #expect(FileManager.default.createFile(atPath: outPath, contents: nil))
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.writerBinary)
-        process.arguments = [database, durability.rawValue]
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
         // Not the test's own stderr: a writer left running if this process died would keep `swift test` waiting.
         let errPath = directory + "/writer-\(durability)-\(round).err"
-        #expect(FileManager.default.createFile(atPath: errPath, contents: nil))
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
-        try process.run()
+        let process = try ChildProcess(executable: Self.writerBinary, arguments: [database, durability.rawValue],
+                                       stdout: .file(outPath), stderr: .file(errPath))
 
         // Wait until it is committing, then let it run a random while more.
         let started = ContinuousClock.now

@@ -1,4 +1,5 @@
 import Foundation
+import IMAgentTestKit
 import IMLink
 import NIOCore
 import RefServer
@@ -40,19 +41,18 @@ struct ExecutableTests {
     func binary_listensServesAndStopsOnSigterm() async throws {
         let environment = try TestEnvironment.make()
         defer { environment.remove() }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try Self.binaryPath())
-        process.arguments = ["--listen", "127.0.0.1:0", "--token-file", environment.tokenFile,
-                             "--state", environment.statePath, "--admin-socket", environment.adminSocket,
-                             "--heartbeat-ms", "4321", "--log-level", "warning"]
-        let output = Pipe()
-        let input = Pipe()
-        process.standardOutput = output
-        process.standardInput = input
-        process.standardError = try FileHandle(forWritingTo: environment.emptyFile("refserver.err"))
-        try process.run()
+        let output = try ChildPipe()
+        let input = try ChildPipe()
+        let process = try ChildProcess(executable: try Self.binaryPath(),
+                                       arguments: ["--listen", "127.0.0.1:0", "--token-file", environment.tokenFile,
+                                                   "--state", environment.statePath, "--admin-socket", environment.adminSocket,
+                                                   "--heartbeat-ms", "4321", "--log-level", "warning"],
+                                       stdin: .descriptor(input.readEnd), stdout: .descriptor(output.writeEnd),
+                                       stderr: .file(environment.emptyFile("refserver.err").path))
+        output.closeWrite()
+        input.closeRead()
         defer { if process.isRunning { process.terminate() } }
-        let stdout = output.fileHandleForReading.fileDescriptor
+        let stdout = output.readEnd
 
         let first = try await Self.readLine(stdout, timeout: .seconds(20))
         let prefix = "listening on 127.0.0.1:"
@@ -67,33 +67,26 @@ struct ExecutableTests {
         let frames = try await collect(client) { $0.dataSeqs.count == 1 && $0.acks == [1] }
         #expect(frames.payloads == ["through the binary"])
 
-        input.fileHandleForWriting.write(Data("stats\n".utf8))
+        input.write("stats\n")
         let stats = try await Self.readLine(stdout, timeout: .seconds(5))
         #expect(stats.hasPrefix("ok {\"connections\":1,"))
         #expect(try await AdminClient.send("drop", socket: environment.adminSocket) == "ok dropped 1 connections")
         try await client.expectClosed()
 
         kill(process.processIdentifier, SIGTERM)
-        let deadline = ContinuousClock.now + .seconds(10)
-        while process.isRunning, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        #expect(!process.isRunning)
-        #expect(process.terminationStatus == 0)
+        #expect(await process.exit(within: .seconds(10)) == 0)
+        #expect(process.terminationReason == .exit)
         #expect(!FileManager.default.fileExists(atPath: environment.adminSocket))
     }
 
     /// Starts the binary on a free port; returns the process and the port from its first line.
-    static func spawn(_ arguments: [String]) async throws -> (process: Process, port: Int) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try binaryPath())
-        process.arguments = ["--listen", "127.0.0.1:0", "--log-level", "warning"] + arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardInput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let first = try await readLine(output.fileHandleForReading.fileDescriptor, timeout: .seconds(20))
+    static func spawn(_ arguments: [String]) async throws -> (process: ChildProcess, port: Int) {
+        let output = try ChildPipe()
+        let process = try ChildProcess(executable: try binaryPath(),
+                                       arguments: ["--listen", "127.0.0.1:0", "--log-level", "warning"] + arguments,
+                                       stdout: .descriptor(output.writeEnd), stderr: .null)
+        output.closeWrite()
+        let first = try await readLine(output.readEnd, timeout: .seconds(20))
         guard first.hasPrefix("listening on 127.0.0.1:"), let port = Int(first.dropFirst("listening on 127.0.0.1:".count)) else {
             process.terminate()
             throw TestTimeout(what: "a listening line, got \"\(first)\"")
@@ -148,15 +141,7 @@ struct ExecutableTests {
 
     @Test("--help documents every admin command", .timeLimit(.minutes(1)))
     func help_listsEveryAdminCommand() async throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try Self.binaryPath())
-        process.arguments = ["--help"]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let text = try await ChildProcess.run(try Self.binaryPath(), ["--help"], limit: .seconds(30)).stdout
         for command in ["goaway", "fail-login", "drop", "drop-after", "stall on|off", "nat-timeout", "heartbeat MS",
                         "push SESSION|all", "stats", "--listen", "--token-file", "--state", "--admin-socket",
                         "--tls-cert", "--push-rate", "--log-level"] {

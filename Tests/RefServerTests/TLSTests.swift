@@ -1,4 +1,5 @@
 import Foundation
+import IMAgentTestKit
 import IMLink
 import NIOCore
 import NIOSSL
@@ -11,13 +12,11 @@ struct TLSTests {
     static func makeCertificate(in environment: TestEnvironment) throws -> RefServerConfiguration.TLS {
         let tls = RefServerConfiguration.TLS(certificatePath: environment.directory + "/cert.pem",
                                              privateKeyPath: environment.directory + "/key.pem")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                             "-keyout", tls.privateKeyPath, "-out", tls.certificatePath, "-days", "1",
-                             "-subj", "/CN=localhost"]
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try ChildProcess(executable: "/usr/bin/openssl",
+                                       arguments: ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                                                   "-nodes", "-keyout", tls.privateKeyPath, "-out", tls.certificatePath,
+                                                   "-days", "1", "-subj", "/CN=localhost"],
+                                       stderr: .null)
         process.waitUntilExit()
         #expect(process.terminationStatus == 0, "openssl could not make a certificate")
         return tls

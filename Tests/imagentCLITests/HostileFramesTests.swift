@@ -1,5 +1,6 @@
 import AgentIPC
 import Foundation
+import IMAgentTestKit
 import NIOCore
 import Synchronization
 import Testing
@@ -46,7 +47,7 @@ struct HostileFramesTests {
     static let fixedCases = makeFixedCases()
 
     static func cases(seed: UInt64) -> [Case] {
-        var random = SplitMix(seed: seed)
+        var random = SplitMix64(seed: seed)
         let hello = Case.Step(bytes: RawIPCSocket.hello(), replies: [Case.Reply(op: 0x8001, request: 1)])
         let garbage = (0..<Int.random(in: 1...300, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
         return fixedCases + [
@@ -331,15 +332,3 @@ struct HostileFramesTests {
     }
 }
 
-/// A small seeded generator, so the random bytes of a round are the same every run.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}

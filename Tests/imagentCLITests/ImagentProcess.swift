@@ -1,4 +1,5 @@
 import Foundation
+import IMAgentTestKit
 
 /// Runs the built `imagent` binary as a child process, the way a person or a
 /// script would, and collects what it printed and its exit status.
@@ -30,42 +31,11 @@ enum ImagentProcess {
     /// `imagent` for a wrapper that runs it (such as setpriv(1) for another uid).
     static func run(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:],
                     limit: Duration = .seconds(20), executable: URL = binary) async throws -> Result {
-        let directory = try FakeDaemon.makeTemporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let outPath = directory + "/stdout", errPath = directory + "/stderr", inPath = directory + "/stdin"
-        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
-        _ = FileManager.default.createFile(atPath: errPath, contents: nil)
-        _ = FileManager.default.createFile(atPath: inPath, contents: Data((stdin ?? "").utf8))
-
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        var childEnvironment = ProcessInfo.processInfo.environment
-        childEnvironment["IMAGENT_SOCKET"] = nil
-        childEnvironment.merge(environment) { $1 }
-        process.environment = childEnvironment
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
-        process.standardInput = try FileHandle(forReadingFrom: URL(fileURLWithPath: inPath))
-
-        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
-            process.terminationHandler = { finished in continuation.resume(returning: finished.terminationStatus) }
-            do {
-                try process.run()
-            } catch {
-                process.terminationHandler = nil
-                continuation.resume(throwing: error)
-                return
-            }
-            // A hung child must fail the test, not hang the suite.
-            let deadline = DispatchTime.now() + .milliseconds(Int(limit.components.seconds * 1000))
-            DispatchQueue.global().asyncAfter(deadline: deadline) { [process] in
-                if process.isRunning { process.terminate() }
-            }
-        }
-        return Result(status: status,
-                      stdout: (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "",
-                      stderr: (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")
+        // A hung child must fail the test, not hang the suite: it is killed after `limit`.
+        let output = try await ChildProcess.run(executable.path, arguments, stdin: stdin ?? "",
+                                                setting: environment, unsetting: environment["IMAGENT_SOCKET"] == nil ? ["IMAGENT_SOCKET"] : [],
+                                                limit: limit)
+        return Result(status: output.signaled ? 128 + output.status : output.status, stdout: output.stdout, stderr: output.stderr)
     }
 
     /// `run` with `--socket` pointing at `daemon`, before the subcommand.

@@ -1,4 +1,5 @@
 import Foundation
+import IMAgentTestKit
 
 /// The real processes of an acceptance run: `imagent-refserver` with a
 /// `--state` file and an admin socket, `imagentd` against it, and
@@ -11,9 +12,9 @@ final class LoadCluster: @unchecked Sendable {
     private let configPath: String
     private let tokenPath: String
     private(set) var port = 0
-    private(set) var server: Process?
-    private(set) var daemon: Process?
-    private var loadgens: [Process] = []
+    private(set) var server: ChildProcess?
+    private(set) var daemon: ChildProcess?
+    private var loadgens: [ChildProcess] = []
     private let lock = NSLock()
 
     static let binaries = ImagentProcess.binary.deletingLastPathComponent()
@@ -30,18 +31,12 @@ final class LoadCluster: @unchecked Sendable {
 
     /// Starts the reference server: on a free port the first time, on the same port (and state file) after.
     func startServer() async throws {
-        let process = Process()
-        process.executableURL = Self.binaries.appendingPathComponent("imagent-refserver")
-        process.arguments = ["--listen", "127.0.0.1:\(port)", "--token-file", tokenPath,
-                             "--state", directory + "/refserver.sqlite3", "--admin-socket", directory + "/admin.sock",
-                             "--log-level", "warning"]
         let outPath = directory + "/refserver.out"
-        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
-        process.standardError = try appending(directory + "/refserver.log")
-        process.standardInput = FileHandle.nullDevice
-        process.environment = childEnvironment()
-        try process.run()
+        let process = try spawn("imagent-refserver",
+                                ["--listen", "127.0.0.1:\(port)", "--token-file", tokenPath,
+                                 "--state", directory + "/refserver.sqlite3", "--admin-socket", directory + "/admin.sock",
+                                 "--log-level", "warning"],
+                                stdout: .file(outPath), stderr: .file(directory + "/refserver.log", append: true))
         lock.withLock { server = process }
         let deadline = ContinuousClock.now + .seconds(30)
         while ContinuousClock.now < deadline, process.isRunning {
@@ -86,7 +81,7 @@ final class LoadCluster: @unchecked Sendable {
     /// SIGTERM (the server commits what it holds and exits) or SIGKILL (it commits before it
     /// acknowledges, so nothing acknowledged is lost), then the same port and state file again.
     func restartServer(killing: Bool = false) async throws {
-        if let server: Process = lock.withLock({ self.server }) {
+        if let server: ChildProcess = lock.withLock({ self.server }) {
             kill(server.processIdentifier, killing ? SIGKILL : SIGTERM)
             try await waitForExit(server, within: .seconds(15))
         }
@@ -120,15 +115,10 @@ final class LoadCluster: @unchecked Sendable {
                 level = "warning"
                 """.write(toFile: configPath, atomically: true, encoding: .utf8)
         }
-        let process = Process()
-        process.executableURL = Self.binaries.appendingPathComponent("imagentd")
-        process.arguments = ["--config", configPath]
-        process.standardOutput = try appending(directory + "/imagentd.log")
-        process.standardError = process.standardOutput
-        process.environment = childEnvironment()
         // A killed daemon leaves its socket file; waiting for it to exist must mean the new one's.
         try? FileManager.default.removeItem(atPath: socketPath)
-        try process.run()
+        let log = directory + "/imagentd.log"
+        let process = try spawn("imagentd", ["--config", configPath], stdout: .file(log, append: true), stderr: .file(log, append: true))
         lock.withLock { daemon = process }
         for _ in 0..<600 where !FileManager.default.fileExists(atPath: socketPath) {
             guard process.isRunning else { break }
@@ -141,7 +131,7 @@ final class LoadCluster: @unchecked Sendable {
 
     /// `kill -9` the daemon, then start it again on the same store.
     func killAndRestartDaemon() async throws {
-        if let daemon: Process = lock.withLock({ self.daemon }) {
+        if let daemon: ChildProcess = lock.withLock({ self.daemon }) {
             kill(daemon.processIdentifier, SIGKILL)
             try await waitForExit(daemon, within: .seconds(10))
         }
@@ -152,21 +142,15 @@ final class LoadCluster: @unchecked Sendable {
 
     /// Starts one `imagent-loadgen` against the daemon; `wait` returns its report.
     func startLoadgen(tag: Int, arguments: [String]) throws -> Loadgen {
-        let process = Process()
-        process.executableURL = Self.binaries.appendingPathComponent("imagent-loadgen")
-        process.arguments = ["--socket", socketPath, "--tag", "\(tag)"] + arguments
         let outPath = directory + "/loadgen-\(tag).out", errPath = directory + "/loadgen-\(tag).err"
-        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
-        process.standardError = try appending(errPath)
-        process.environment = childEnvironment()
-        try process.run()
+        let process = try spawn("imagent-loadgen", ["--socket", socketPath, "--tag", "\(tag)"] + arguments,
+                                stdout: .file(outPath), stderr: .file(errPath, append: true))
         lock.withLock { loadgens.append(process) }
         return Loadgen(process: process, outPath: outPath, errPath: errPath)
     }
 
     struct Loadgen: Sendable {
-        let process: Process
+        let process: ChildProcess
         let outPath: String
         let errPath: String
 
@@ -204,9 +188,9 @@ final class LoadCluster: @unchecked Sendable {
 
     /// Ends every process this cluster started that still runs, and removes the folder.
     func stop() async {
-        let all: [Process] = lock.withLock { loadgens }
-        let daemon: Process? = lock.withLock { self.daemon }
-        let server: Process? = lock.withLock { self.server }
+        let all: [ChildProcess] = lock.withLock { loadgens }
+        let daemon: ChildProcess? = lock.withLock { self.daemon }
+        let server: ChildProcess? = lock.withLock { self.server }
         for process in all where process.isRunning { kill(process.processIdentifier, SIGKILL) }
         if let daemon, daemon.isRunning {
             daemon.terminate()
@@ -224,25 +208,18 @@ final class LoadCluster: @unchecked Sendable {
         String(((try? String(contentsOfFile: directory + "/" + file, encoding: .utf8)) ?? "").suffix(bytes))
     }
 
-    private func waitForExit(_ process: Process, within limit: Duration) async throws {
-        let deadline = ContinuousClock.now + limit
-        while process.isRunning, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
-        if process.isRunning { throw RealDaemonError("process \(process.processIdentifier) did not exit within \(limit)") }
+    private func waitForExit(_ process: ChildProcess, within limit: Duration) async throws {
+        if await process.exit(within: limit) == nil {
+            throw RealDaemonError("process \(process.processIdentifier) did not exit within \(limit)")
+        }
     }
 
-    private func appending(_ path: String) throws -> FileHandle {
-        if !FileManager.default.fileExists(atPath: path) { _ = FileManager.default.createFile(atPath: path, contents: nil) }
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
-        handle.seekToEndOfFile()
-        return handle
-    }
-
-    private func childEnvironment() -> [String: String] {
-        var environment = ProcessInfo.processInfo.environment
-        environment["NOTIFY_SOCKET"] = nil
-        environment["IMAGENT_SOCKET"] = nil
-        environment["SWIFT_BACKTRACE"] = "enable=no"
-        return environment
+    /// One of the built binaries, with no systemd or client variables of this process.
+    private func spawn(_ binary: String, _ arguments: [String], stdout: ChildProcess.Stream,
+                       stderr: ChildProcess.Stream) throws -> ChildProcess {
+        try ChildProcess(executable: Self.binaries.appendingPathComponent(binary).path, arguments: arguments,
+                         setting: ["SWIFT_BACKTRACE": "enable=no"], unsetting: ["NOTIFY_SOCKET", "IMAGENT_SOCKET"],
+                         stdout: stdout, stderr: stderr)
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import IMAgentTestKit
 import Logging
 import NIOPosix
 import RefServer
@@ -10,7 +11,7 @@ final class RealDaemon: @unchecked Sendable {
     let configPath: String
     let socketPath: String
     let server: RefServer
-    let process: Process
+    let process: ChildProcess
     let logPath: String
 
     static let binary: URL = ImagentProcess.binary.deletingLastPathComponent().appendingPathComponent("imagentd")
@@ -73,23 +74,13 @@ final class RealDaemon: @unchecked Sendable {
 
     private static func launch(_ setup: Setup) async throws -> RealDaemon {
         let (directory, configPath, socketPath, server) = (setup.directory, setup.configPath, setup.socketPath, setup.server)
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = ["--config", configPath]
         let logPath = directory + "/imagentd.log"
-        if !FileManager.default.fileExists(atPath: logPath) { _ = FileManager.default.createFile(atPath: logPath, contents: nil) }
-        let logFile = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
-        logFile.seekToEndOfFile()
-        process.standardOutput = logFile
-        process.standardError = process.standardOutput
-        var environment = ProcessInfo.processInfo.environment
-        environment["NOTIFY_SOCKET"] = nil
-        environment["SWIFT_BACKTRACE"] = "enable=no"
-        process.environment = environment
         // A daemon killed with -9 leaves its socket file: waiting for the file to exist would
         // return before the new daemon listens, and the next command would find nobody there.
         try? FileManager.default.removeItem(atPath: socketPath)
-        try process.run()
+        let process = try ChildProcess(executable: binary.path, arguments: ["--config", configPath],
+                                       setting: ["SWIFT_BACKTRACE": "enable=no"], unsetting: ["NOTIFY_SOCKET"],
+                                       stdout: .file(logPath, append: true), stderr: .file(logPath, append: true))
         let daemon = RealDaemon(directory: directory, configPath: configPath, socketPath: socketPath, server: server,
                                 process: process, logPath: logPath)
         // After a kill -9 the dead daemon's socket file is still there: wait until the new one accepts.
@@ -104,7 +95,7 @@ final class RealDaemon: @unchecked Sendable {
         return daemon
     }
 
-    private init(directory: String, configPath: String, socketPath: String, server: RefServer, process: Process, logPath: String) {
+    private init(directory: String, configPath: String, socketPath: String, server: RefServer, process: ChildProcess, logPath: String) {
         self.directory = directory
         self.configPath = configPath
         self.socketPath = socketPath
@@ -143,11 +134,7 @@ final class RealDaemon: @unchecked Sendable {
 
     /// Waits for the process to exit by itself, at most `limit`; returns its status or nil.
     func waitForExit(within limit: Duration) async -> Int32? {
-        let deadline = ContinuousClock.now + limit
-        while process.isRunning, ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        return process.isRunning ? nil : process.terminationStatus
+        await process.exit(within: limit)
     }
 
     func stop() async {

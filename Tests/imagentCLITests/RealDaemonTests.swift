@@ -1,4 +1,5 @@
 import Foundation
+import IMAgentTestKit
 import Testing
 
 /// The `imagentd` binary with a configuration file, driven by the `imagent`
@@ -159,24 +160,8 @@ struct RealDaemonTests {
 
 /// Runs a binary to completion (bounded) and collects its output.
 func run(_ binary: URL, _ arguments: [String]) async throws -> ImagentProcess.Result {
-    let directory = try FakeDaemon.makeTemporaryDirectory()
-    defer { try? FileManager.default.removeItem(atPath: directory) }
-    let process = Process()
-    process.executableURL = binary
-    process.arguments = arguments
-    var environment = ProcessInfo.processInfo.environment
-    environment["SWIFT_BACKTRACE"] = "enable=no"
-    process.environment = environment
-    let out = directory + "/out", err = directory + "/err"
-    _ = FileManager.default.createFile(atPath: out, contents: nil)
-    _ = FileManager.default.createFile(atPath: err, contents: nil)
-    process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: out))
-    process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: err))
-    try process.run()
-    let deadline = ContinuousClock.now + .seconds(20)
-    while process.isRunning, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
-    if process.isRunning { process.terminate() }
-    return ImagentProcess.Result(status: process.terminationStatus,
-                                 stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
-                                 stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
+    let output = try await ChildProcess.run(binary.path, arguments, setting: ["SWIFT_BACKTRACE": "enable=no"],
+                                            limit: .seconds(20))
+    return ImagentProcess.Result(status: output.signaled ? 128 + output.status : output.status,
+                                 stdout: output.stdout, stderr: output.stderr)
 }

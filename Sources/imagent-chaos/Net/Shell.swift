@@ -1,4 +1,5 @@
 import Foundation
+import IMAgentTestKit
 
 /// Runs system commands (`ip`, `nft`, `tc`) through `/bin/sh`, each bounded
 /// in time by coreutils' `timeout`, and returns their status and output.
@@ -12,22 +13,21 @@ enum Shell {
     /// Runs `command`; a failure is logged unless `quiet`.
     @discardableResult
     static func run(_ command: String, timeoutSeconds: Int = 20, quiet: Bool = false) -> Result {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/timeout")
-        process.arguments = ["-k", "2", "\(timeoutSeconds)", "/bin/sh", "-c", command]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        process.standardInput = FileHandle.nullDevice
+        let output: ChildPipe
+        let process: ChildProcess
         do {
-            try process.run()
+            output = try ChildPipe()
+            process = try ChildProcess(executable: "/usr/bin/timeout",
+                                       arguments: ["-k", "2", "\(timeoutSeconds)", "/bin/sh", "-c", command],
+                                       stdout: .descriptor(output.writeEnd), stderr: .descriptor(output.writeEnd))
         } catch {
             if !quiet { Log.line("shell: cannot run \(command): \(error)") }
             return Result(status: 127, output: "\(error)")
         }
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        output.closeWrite()
+        let text = output.readToEnd()
         process.waitUntilExit()
-        let result = Result(status: process.terminationStatus, output: String(decoding: data, as: UTF8.self))
+        let result = Result(status: process.terminationStatus, output: text)
         if !result.succeeded, !quiet {
             Log.line("shell: exit \(result.status): \(command)\n\(result.output.trimmingCharacters(in: .whitespacesAndNewlines))")
         }

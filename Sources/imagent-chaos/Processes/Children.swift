@@ -1,4 +1,5 @@
 import Foundation
+import IMAgentTestKit
 
 /// Every process this run started and every clean-up step it registered,
 /// so that one path — normal end, failure, SIGINT/SIGTERM/SIGHUP or the time
@@ -14,47 +15,31 @@ final class Children: @unchecked Sendable {
     private var signalSources: [DispatchSourceSignal] = []
 
     /// Starts `executable` with `arguments`, stdout and stderr appended to `log` (stdout to `stdout` if given).
-    func spawn(_ name: String, _ executable: String, _ arguments: [String], log: String, stdout: String? = nil) throws -> Process {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.standardInput = FileHandle.nullDevice
-        let logHandle = try Self.appending(log)
-        let outHandle = try stdout.map(Self.appending) ?? logHandle
-        process.standardError = logHandle
-        process.standardOutput = outHandle
-        // The child has its own copies once started; ours would pile up over hundreds of loadgens.
-        defer {
-            try? logHandle.close()
-            try? outHandle.close()
-        }
-        var environment = ProcessInfo.processInfo.environment
-        environment["NOTIFY_SOCKET"] = nil
-        environment["IMAGENT_SOCKET"] = nil
-        environment["SWIFT_BACKTRACE"] = "enable=no"
-        process.environment = environment
-        try lock.withLock {
+    func spawn(_ name: String, _ executable: String, _ arguments: [String], log: String, stdout: String? = nil) throws -> ChildProcess {
+        return try lock.withLock {
             guard !cleanedUp else { throw ChaosError("cleaning up; not starting \(name)") }
-            try process.run()
+            let process = try ChildProcess(executable: executable, arguments: arguments,
+                                           setting: ["SWIFT_BACKTRACE": "enable=no"], unsetting: ["NOTIFY_SOCKET", "IMAGENT_SOCKET"],
+                                           stdout: .file(stdout ?? log, append: true), stderr: .file(log, append: true))
             running[process.processIdentifier] = name
+            return process
         }
-        return process
     }
 
     /// SIGKILL, then waits (bounded) for the process to be gone.
-    func kill9(_ process: Process) async {
+    func kill9(_ process: ChildProcess) async {
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
         await waitForExit(process, seconds: 10)
     }
 
     /// SIGTERM, then SIGKILL if it is still there after `seconds`.
-    func terminate(_ process: Process, seconds: Double = 5) async {
+    func terminate(_ process: ChildProcess, seconds: Double = 5) async {
         if process.isRunning { kill(process.processIdentifier, SIGTERM) }
         await waitForExit(process, seconds: seconds)
         if process.isRunning { await kill9(process) }
     }
 
-    func waitForExit(_ process: Process, seconds: Double) async {
+    func waitForExit(_ process: ChildProcess, seconds: Double) async {
         let deadline = Date().addingTimeInterval(seconds)
         while process.isRunning, Date() < deadline { try? await Task.sleep(for: .milliseconds(10)) }
         if !process.isRunning { _ = lock.withLock { running.removeValue(forKey: process.processIdentifier) } }
@@ -76,7 +61,7 @@ final class Children: @unchecked Sendable {
         }
         for (pid, _) in pids { kill(pid, SIGKILL) }
         for (pid, _) in pids {
-            // Reap or at least wait until the kernel has it gone (a zombie of ours is reaped by Foundation).
+            // Reap or at least wait until the kernel has it gone (a zombie of ours counts as gone).
             for _ in 0..<200 where Foundation.kill(pid, 0) == 0 && !isZombie(pid) { usleep(10_000) }
         }
         for step in steps.reversed() { step.action() }
@@ -111,10 +96,4 @@ final class Children: @unchecked Sendable {
         return text[text.index(close, offsetBy: 2)...].hasPrefix("Z")
     }
 
-    private static func appending(_ path: String) throws -> FileHandle {
-        if !FileManager.default.fileExists(atPath: path) { _ = FileManager.default.createFile(atPath: path, contents: nil) }
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
-        handle.seekToEndOfFile()
-        return handle
-    }
 }

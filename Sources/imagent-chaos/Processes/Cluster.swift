@@ -1,4 +1,5 @@
 import Foundation
+import IMAgentTestKit
 
 /// The long-lived processes of a run, in their namespaces: `imagent-refserver`
 /// (namespace S, its veth address, a `--state` file so a restart keeps every
@@ -19,9 +20,9 @@ final class Cluster: @unchecked Sendable {
     private let serverNamespace: String
     private let serverHost: String
     private(set) var serverPort = 0
-    private(set) var server: Process?
-    private(set) var daemon: Process?
-    private(set) var proxy: Process?
+    private(set) var server: ChildProcess?
+    private(set) var daemon: ChildProcess?
+    private(set) var proxy: ChildProcess?
     /// When the current daemon process was started, in Unix ms.
     private(set) var daemonStartedMS: Int64 = 0
 
@@ -138,7 +139,7 @@ final class Cluster: @unchecked Sendable {
     // MARK: Helpers
 
     /// Waits for the "listening on HOST:PORT" line a program prints first.
-    private static func listeningPort(in outPath: String, of process: Process, what: String, log: String) async throws -> Int {
+    private static func listeningPort(in outPath: String, of process: ChildProcess, what: String, log: String) async throws -> Int {
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline, process.isRunning {
             let out = (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? ""

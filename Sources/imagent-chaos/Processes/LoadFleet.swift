@@ -1,4 +1,5 @@
 import Foundation
+import IMAgentTestKit
 import NIOConcurrencyHelpers
 
 /// The clients: `slots` `imagent-loadgen` processes streaming at once, each
@@ -44,7 +45,7 @@ final class LoadFleet: @unchecked Sendable {
 
     private struct Running {
         var tag: Int
-        var process: Process
+        var process: ChildProcess
         var startedAt: Date
         var restarts = 0
     }
@@ -159,7 +160,7 @@ final class LoadFleet: @unchecked Sendable {
         }
     }
 
-    private func spawn(tag: Int) throws -> Process {
+    private func spawn(tag: Int) throws -> ChildProcess {
         var arguments = [
             "--socket", socketPath, "--tag", "\(tag)", "--sessions", "\(shape.sessions)",
             "--messages", "\(shape.messagesPerSession)", "--window", "\(shape.window)",

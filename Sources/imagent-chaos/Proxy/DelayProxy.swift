@@ -1,3 +1,4 @@
+import IMAgentTestKit
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix

@@ -1,3 +1,4 @@
+import IMAgentTestKit
 @testable import imagentd
 
 typealias Heartbeat = HeartbeatPolicy<SplitMix64>

@@ -1,3 +1,4 @@
+import IMAgentTestKit
 import Testing
 
 @testable import imagentd

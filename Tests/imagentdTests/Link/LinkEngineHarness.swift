@@ -1,4 +1,5 @@
 import Foundation
+import IMAgentTestKit
 import IMLink
 import Logging
 import NIOCore
@@ -186,10 +187,8 @@ final class SilentPort {
 /// Runs a command, returns its exit status (output to the test log).
 @discardableResult
 func shell(_ command: String, quiet: Bool = false) -> Int32 {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/bin/sh")
-    process.arguments = ["-c", quiet ? "( \(command)\n) >/dev/null 2>&1" : command]
-    do { try process.run() } catch { return -1 }
+    let arguments = ["-c", quiet ? "( \(command)\n) >/dev/null 2>&1" : command]
+    guard let process = try? ChildProcess(executable: "/bin/sh", arguments: arguments) else { return -1 }
     process.waitUntilExit()
-    return process.terminationStatus
+    return process.terminationReason == .exit ? process.terminationStatus : 128 + process.terminationStatus
 }

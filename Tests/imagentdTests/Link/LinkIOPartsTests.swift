@@ -1,4 +1,5 @@
 import Foundation
+import IMAgentTestKit
 import Testing
 
 @testable import imagentd

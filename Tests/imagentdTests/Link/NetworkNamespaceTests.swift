@@ -1,4 +1,5 @@
 import Foundation
+import IMAgentTestKit
 import IMLink
 import Testing
 @testable import imagentd
@@ -185,29 +186,24 @@ final class NamespaceTopology {
 
 /// `imagent-refserver` started in a namespace; its stdin stays open for admin commands.
 final class RefServerProcess {
-    let process = Process()
-    let input = Pipe()
-    let output = Pipe()
+    let process: ChildProcess
+    let input: ChildPipe
     let port: Int
 
     init(binary: String, namespace: String, listen: String, tokenFile: String) throws {
-        process.executableURL = URL(fileURLWithPath: "/usr/sbin/ip").resolvingSymlinksInPath()
-        if !FileManager.default.isExecutableFile(atPath: process.executableURL!.path) {
-            process.executableURL = URL(fileURLWithPath: "/sbin/ip")
-        }
-        process.arguments = ["netns", "exec", namespace, binary, "--listen", listen, "--token-file", tokenFile]
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let candidates = ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"]
+        let ip = candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? "/sbin/ip"
+        input = try ChildPipe()
+        let output = try ChildPipe()
+        process = try ChildProcess(executable: ip,
+                                   arguments: ["netns", "exec", namespace, binary, "--listen", listen, "--token-file", tokenFile],
+                                   stdin: .descriptor(input.readEnd), stdout: .descriptor(output.writeEnd), stderr: .null)
+        input.closeRead()
+        output.closeWrite()
         // The first line is "listening on HOST:PORT".
-        var line = Data()
-        let handle = output.fileHandleForReading
-        while !line.contains(UInt8(ascii: "\n")) {
-            let chunk = handle.availableData
-            if chunk.isEmpty { break }
-            line.append(chunk)
-        }
+        var line: [UInt8] = []
+        var byte: UInt8 = 0
+        while byte != UInt8(ascii: "\n"), read(output.readEnd, &byte, 1) == 1 { line.append(byte) }
         let text = String(decoding: line, as: UTF8.self)
         guard let portText = text.split(separator: "\n").first?.split(separator: ":").last, let port = Int(portText) else {
             process.terminate()

@@ -1,23 +1,13 @@
 import AgentIPC
+import IMAgentTestKit
 import IMLink
 import NIOCore
 import Testing
 
 @testable import imagentd
 
-/// A seeded generator, so session ids are the same on every run.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
-typealias TestRouter = SessionRouter<SplitMix>
+/// Seeded, so session ids are the same on every run.
+typealias TestRouter = SessionRouter<SplitMix64>
 
 let alice = SessionClient(id: 1, uid: 1000, isAdmin: false)
 let aliceAgain = SessionClient(id: 2, uid: 1000, isAdmin: false)
@@ -25,7 +15,7 @@ let mallory = SessionClient(id: 3, uid: 2000, isAdmin: false)
 let root = SessionClient(id: 4, uid: 0, isAdmin: true)
 
 func makeRouter(_ limits: SessionLimits = SessionLimits()) -> TestRouter {
-    TestRouter(limits: limits, random: SplitMix(state: 42))
+    TestRouter(limits: limits, random: SplitMix64(seed: 42))
 }
 
 func bytes(_ text: String) -> ByteBuffer { ByteBuffer(string: text) }

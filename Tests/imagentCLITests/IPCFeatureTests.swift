@@ -283,7 +283,7 @@ struct IPCFeatureTests {
             #expect(gauges["sessions"] as? Int == 1)
             #expect(gauges["inbox_messages"] as? Int == 3)
             #expect(gauges["outbox_messages"] as? Int == 0)
-            #expect((gauges["store_db_bytes"] as? Int ?? 0) > 0)
+            #expect((gauges["store_database_bytes"] as? Int ?? 0) > 0)
             #expect(gauges["store_wal_bytes"] is Int)
 
             let status = try JSONSerialization.jsonObject(with: Data(try await client.status().utf8)) as? [String: Any]

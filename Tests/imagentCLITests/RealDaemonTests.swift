@@ -41,7 +41,7 @@ struct RealDaemonTests {
             #expect(ping.stdout.hasPrefix("pong from imagentd"))
 
             let metrics = try await daemon.imagent(["metrics", "--prometheus"])
-            #expect(metrics.stdout.contains("imagent_link_connected 1"))
+            #expect(metrics.stdout.contains("imagentd_link_up 1.0"))
         }
     }
 

@@ -7,9 +7,9 @@ struct MetricsCommand: AsyncParsableCommand {
         commandName: "metrics",
         abstract: "Show imagentd's counters and gauges.",
         discussion: """
-            --prometheus prints them in the Prometheus text exposition format (version 0.0.4), \
-            named imagent_<name>, counters with the suffix _total, e.g. for a textfile collector. \
-            With --json, prints imagentd's METRICS document as one line of JSON.
+            --prometheus prints them in the Prometheus text exposition format (version 0.0.4) exactly as \
+            imagentd's [metrics] prometheus_listen endpoint serves them (imagentd_<name>, with HELP and TYPE), \
+            e.g. for a textfile collector. With --json, prints imagentd's METRICS document as one line of JSON.
             """)
 
     @OptionGroup var options: GlobalOptions
@@ -29,7 +29,12 @@ struct MetricsCommand: AsyncParsableCommand {
         if options.json {
             Output.line(metrics.compactText)
         } else if prometheus {
-            Output.lines(PrometheusExposition.render(metrics))
+            // The daemon's own exposition (HELP, TYPE, histograms), as its endpoint serves it.
+            if case .string(let exposition)? = metrics["prometheus"] {
+                Output.lines(exposition.split(separator: "\n").map(String.init))
+            } else {
+                Output.lines(PrometheusExposition.render(metrics))
+            }
         } else {
             Output.lines(Self.render(metrics))
         }
@@ -39,7 +44,7 @@ struct MetricsCommand: AsyncParsableCommand {
     /// as a heading over its aligned values; nested values flattened with dots.
     static func render(_ metrics: JSONValue) -> [String] {
         var lines: [String] = []
-        for member in metrics.members ?? [] {
+        for member in metrics.members ?? [] where member.key != "prometheus" {
             guard let entries = member.value.members else {
                 lines.append("\(member.key): \(member.value.displayText)")
                 continue

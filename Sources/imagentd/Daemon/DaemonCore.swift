@@ -28,6 +28,9 @@ final class DaemonCore: IPCRequestHandler {
     private var reportedLinkState: LinkStateValue?
     private var shuttingDown = false
     var onLinkStatus: ((LinkStatus) -> Void)?
+    let metrics: DaemonMetrics
+    /// The connect stage the link is in and since when, for the stage histogram.
+    private var currentStage: (stage: ConnectStage, since: ContinuousClock.Instant)?
 
     init(configuration: DaemonConfiguration, link: LinkEngine, sessions: SessionService, loop: EventLoop, logger: Logger,
          logLevel: LiveLogLevel, reloadConfiguration: (() throws -> DaemonConfiguration)?) {
@@ -39,6 +42,7 @@ final class DaemonCore: IPCRequestHandler {
         self.logger = logger
         self.reloadConfiguration = reloadConfiguration
         self.linkStatus = LinkStatus(phase: .stopped(.notStarted))
+        self.metrics = DaemonMetrics(version: Self.version, startedAtUnixMS: UInt64(WallClock.nowMS()))
         sessions.onSessionChange = { [unowned self] change in self.sessionChanged(change) }
     }
 
@@ -155,6 +159,7 @@ final class DaemonCore: IPCRequestHandler {
         // The engine has logged the transition with its reason; here it goes to systemd and WATCH.
         linkStatus = transition.status
         onLinkStatus?(transition.status)
+        timeStages(transition.to)
         let state = transition.status.ipcLinkState
         if state != reportedLinkState {
             reportedLinkState = state
@@ -264,29 +269,45 @@ final class DaemonCore: IPCRequestHandler {
     }
 
     func metricsJSON() -> String {
-        var json = JSONWriter()
-        json.beginObject()
-        json.beginObject("counters")
-        json.field("link_attempts_total", linkStatus.attempts)
-        json.field("link_reconnects_total", linkStatus.reconnectCount)
-        json.field("messages_expired_total", sessions.expiredTotal)
-        json.endObject()
-        json.beginObject("gauges")
-        json.field("link_connected", linkStatus.state == "connected" ? 1 : 0)
-        json.field("ipc_clients", clients.count)
-        json.field("link_rtt_ms", linkStatus.smoothedRTT.map(\.milliseconds) ?? 0)
-        json.field("heartbeat_interval_s", linkStatus.heartbeatInterval.map(\.seconds) ?? 0)
-        // Queue depths and the store's size (design.md, Observability).
+        let snapshot = metricsSnapshot()
+        snapshot.apply(to: metrics)
+        return snapshot.json(histograms: metrics)
+    }
+
+    /// What the `prometheus_listen` endpoint serves.
+    func metricsExposition() -> [UInt8] {
+        metricsSnapshot().apply(to: metrics)
+        return metrics.exposition()
+    }
+
+    private func metricsSnapshot() -> MetricsSnapshot {
         let counts = sessions.counts
-        json.field("sessions", counts.sessions)
-        json.field("outbox_messages", counts.outbox)
-        json.field("inbox_messages", counts.inbox)
         let files = storeFileSizes
-        json.field("store_db_bytes", files.database)
-        json.field("store_wal_bytes", files.wal)
-        json.endObject()
-        json.endObject()
-        return json.text
+        return MetricsSnapshot(
+            linkUp: linkStatus.state == "connected", connectAttempts: linkStatus.attempts, reconnects: linkStatus.reconnectCount,
+            rtt: linkStatus.smoothedRTT, heartbeatInterval: linkStatus.heartbeatInterval, ipcClients: clients.count,
+            sessions: counts.sessions, outboxMessages: counts.outbox, inboxMessages: counts.inbox,
+            messagesExpired: sessions.expiredTotal, storeDatabaseBytes: files.database, storeWALBytes: files.wal)
+    }
+
+    /// Records how long each connect stage took once the next one (or LOGIN_OK) begins.
+    private func timeStages(_ phase: LinkPhase) {
+        let now = ContinuousClock.now
+        if let current = currentStage {
+            switch phase {
+            case .connecting(let next, _) where next.rawValue > current.stage.rawValue:
+                metrics.stageCompleted(current.stage, after: now - current.since)
+            case .connected:
+                metrics.stageCompleted(current.stage, after: now - current.since)
+            case .connecting, .stopped, .waitingToReconnect, .waitingForNetwork, .disconnecting:
+                break
+            }
+        }
+        if case .connecting(let stage, _) = phase {
+            if currentStage?.stage != stage { currentStage = (stage, now) }
+        } else {
+            currentStage = nil
+        }
     }
 }
 

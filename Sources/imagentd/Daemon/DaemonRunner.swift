@@ -56,6 +56,17 @@ enum DaemonRunner {
             throw error
         }
 
+        // Metrics are an aid: a daemon whose endpoint cannot bind keeps serving its clients.
+        var metricsEndpoint: MetricsEndpoint?
+        if !configuration.prometheusListen.isEmpty {
+            do {
+                metricsEndpoint = try await MetricsEndpoint.start(listen: configuration.prometheusListen, eventLoop: loop,
+                                                                  logger: logger, render: { core.value.metricsExposition() })
+            } catch {
+                logger.error("cannot serve Prometheus metrics on \(configuration.prometheusListen): \(error); imagentd runs without them")
+            }
+        }
+
         link.start()
         let watchdog = notifier.watchdogInterval.map { interval in
             loop.scheduleRepeatedTask(initialDelay: .zero, delay: TimeAmount(interval)) { _ in
@@ -79,6 +90,7 @@ enum DaemonRunner {
         notifier.stopping()
         watchdog?.cancel()
         await server.stop()
+        await metricsEndpoint?.stop()
         try? await loop.submit { core.value.closeAllClients() }.get()
         await link.shutdown()
         // Last: every commit already queued finishes before the file closes.

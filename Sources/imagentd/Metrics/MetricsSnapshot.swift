@@ -1,0 +1,75 @@
+import JSONText
+
+/// The values a scrape or METRICS reads at one instant, gathered by
+/// `DaemonCore`; counters are running totals since the daemon started.
+struct MetricsSnapshot {
+    var linkUp: Bool
+    var connectAttempts: Int
+    var reconnects: Int
+    var rtt: Duration?
+    var heartbeatInterval: Duration?
+    var ipcClients: Int
+    var sessions: Int
+    var outboxMessages: Int
+    var inboxMessages: Int
+    var messagesExpired: Int
+    var storeDatabaseBytes: Int
+    var storeWALBytes: Int
+
+    /// Puts the snapshot into the registry's gauges and counters.
+    func apply(to metrics: DaemonMetrics) {
+        metrics.linkUp.set(to: linkUp ? 1 : 0)
+        metrics.linkAttempts.update(to: connectAttempts)
+        metrics.linkReconnects.update(to: reconnects)
+        metrics.setKnown("imagentd_link_rtt_seconds",
+                         help: "Smoothed round-trip time of the link's PING/PONG; absent before the first sample.",
+                         to: rtt?.seconds)
+        metrics.setKnown("imagentd_heartbeat_interval_seconds",
+                         help: "The heartbeat interval in force, before jitter; absent while the link is down.",
+                         to: linkUp ? heartbeatInterval?.seconds : nil)
+        metrics.ipcClients.set(to: Double(ipcClients))
+        metrics.sessions.set(to: Double(sessions))
+        metrics.outboxMessages.set(to: Double(outboxMessages))
+        metrics.inboxMessages.set(to: Double(inboxMessages))
+        metrics.messagesExpired.update(to: messagesExpired)
+        metrics.storeDatabaseBytes.set(to: Double(storeDatabaseBytes))
+        metrics.storeWALBytes.set(to: Double(storeWALBytes))
+    }
+
+    /// METRICS' document: the same metrics under the same names (without the
+    /// `imagentd_` prefix) by type, and the whole exposition text as `prometheus`.
+    func json(histograms metrics: DaemonMetrics) -> String {
+        var json = JSONWriter()
+        json.beginObject()
+        json.beginObject("counters")
+        json.field("link_connect_attempts_total", connectAttempts)
+        json.field("link_reconnects_total", reconnects)
+        json.field("messages_expired_total", messagesExpired)
+        json.endObject()
+        json.beginObject("gauges")
+        json.field("link_up", linkUp ? 1 : 0)
+        if let rtt { json.field("link_rtt_seconds", rtt.seconds) }
+        if linkUp, let heartbeatInterval { json.field("heartbeat_interval_seconds", heartbeatInterval.seconds) }
+        json.field("ipc_clients", ipcClients)
+        json.field("sessions", sessions)
+        json.field("outbox_messages", outboxMessages)
+        json.field("inbox_messages", inboxMessages)
+        json.field("store_database_bytes", storeDatabaseBytes)
+        json.field("store_wal_bytes", storeWALBytes)
+        json.endObject()
+        json.beginObject("histograms")
+        json.beginObject("link_handshake_stage_seconds")
+        for stage in ConnectStage.allCases {
+            let total = metrics.stageTotals[stage] ?? (0, .zero)
+            json.beginObject("\(stage)")
+            json.field("count", total.count)
+            json.field("sum", total.sum.seconds)
+            json.endObject()
+        }
+        json.endObject()
+        json.endObject()
+        json.field("prometheus", String(decoding: metrics.exposition(), as: UTF8.self))
+        json.endObject()
+        return json.text
+    }
+}

@@ -1,0 +1,114 @@
+import Foundation
+import IMAgentTestKit
+import Testing
+
+/// `[metrics] prometheus_listen` on a real daemon, scraped over HTTP and
+/// parsed by Prometheus' own Python parser (Debian's python3-prometheus-client).
+@Suite(.serialized, .timeLimit(.minutes(2)))
+struct MetricsEndpointTests {
+    /// Debian's interpreter: the parser is Debian's package, not in a pyenv.
+    static let python = "/usr/bin/python3"
+
+    @Test func scrape_parsesCleanly_everyFamilyHasHelpAndType_andMatchesMETRICS() async throws {
+        let port = try freeLoopbackPort()
+        try await withRealDaemon(extraConfig: "[metrics]\nprometheus_listen = \"127.0.0.1:\(port)\"") { daemon in
+            _ = try await daemon.waitForLink("connected")
+            let opened = try await daemon.imagent(["open", "echo", "--json"])
+            #expect(opened.status == 0, "\(opened.stderr)")
+
+            let scrape = try await parse(url: "http://127.0.0.1:\(port)/metrics")
+            let families = try #require(scrape["families"] as? [String: [String: Any]], "\(scrape)")
+            for (name, family) in families {
+                #expect((family["help"] as? String)?.isEmpty == false, "\(name) has no HELP")
+                #expect(family["type"] as? String != "unknown", "\(name) has no TYPE")
+            }
+            #expect(value(families, "imagentd_build_info", labels: ["version": "0.1.0"]) == 1)
+            #expect(value(families, "imagentd_link_up") == 1)
+            #expect(value(families, "imagentd_sessions") == 1)
+            #expect((value(families, "imagentd_link_connect_attempts_total") ?? 0) >= 1)
+            // The link came up through token, resolve, tcp, hello and login (no TLS on loopback here).
+            for stage in ["token", "resolve", "tcp", "hello", "login"] {
+                #expect((value(families, "imagentd_link_handshake_stage_seconds_count", labels: ["stage": stage]) ?? 0) >= 1,
+                        "no \(stage) stage timed")
+            }
+            #expect(value(families, "imagentd_link_handshake_stage_seconds_count", labels: ["stage": "tls"]) == 0)
+
+            // METRICS over the socket: the same names and values.
+            let json = try await daemon.imagent(["metrics", "--json"])
+            let metrics = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+            let counters = try #require(metrics["counters"] as? [String: NSNumber])
+            let gauges = try #require(metrics["gauges"] as? [String: NSNumber])
+            #expect(counters["link_connect_attempts_total"]?.doubleValue == value(families, "imagentd_link_connect_attempts_total"))
+            #expect(gauges["sessions"]?.doubleValue == 1)
+            #expect(gauges["link_up"]?.doubleValue == 1)
+            // `imagent metrics --prometheus` prints what the endpoint serves: the same families.
+            let text = try await daemon.imagent(["metrics", "--prometheus"])
+            let fromCLI = try await parse(text: text.stdout)
+            #expect(Set((fromCLI["families"] as? [String: Any])?.keys ?? [:].keys) == Set(families.keys))
+
+            #expect(try await status(url: "http://127.0.0.1:\(port)/other") == 404)
+            #expect(try await status(url: "http://127.0.0.1:\(port)/metrics", method: "POST") == 405)
+        }
+    }
+
+    // MARK: helpers
+
+    /// A loopback port nobody listens on right now.
+    private func freeLoopbackPort() throws -> Int {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0
+            }
+        }
+        try #require(bound, "cannot bind a loopback port: errno \(errno)")
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// The sample `name{labels}`'s value in a parsed scrape.
+    private func value(_ families: [String: [String: Any]], _ name: String, labels: [String: String] = [:]) -> Double? {
+        for family in families.values {
+            for sample in family["samples"] as? [[String: Any]] ?? [] where sample["name"] as? String == name {
+                let sampleLabels = sample["labels"] as? [String: String] ?? [:]
+                if labels.allSatisfy({ sampleLabels[$0.key] == $0.value }) { return (sample["value"] as? NSNumber)?.doubleValue }
+            }
+        }
+        return nil
+    }
+
+    /// Fetches and parses with prometheus_client: {"families": {name: {type, help, samples}}}, or {"error": …}.
+    private func parse(url: String? = nil, text: String? = nil) async throws -> [String: Any] {
+        let script = """
+            import json, sys, urllib.request
+            from prometheus_client.parser import text_string_to_metric_families
+            text = urllib.request.urlopen(sys.argv[1], timeout=10).read().decode() if len(sys.argv) > 1 else sys.stdin.read()
+            families = {}
+            for family in text_string_to_metric_families(text):
+                families[family.name] = {"type": family.type, "help": family.documentation,
+                    "samples": [{"name": s.name, "labels": s.labels, "value": s.value} for s in family.samples]}
+            print(json.dumps({"families": families}))
+            """
+        let output = try await ChildProcess.run(Self.python, ["-c", script] + (url.map { [$0] } ?? []), stdin: text ?? "",
+                                                limit: .seconds(30))
+        try #require(output.status == 0 && !output.signaled, "the Prometheus parser refused the scrape: \(output.stderr)")
+        return try #require(try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [String: Any])
+    }
+
+    /// The HTTP status of one request.
+    private func status(url: String, method: String = "GET") async throws -> Int {
+        let script = """
+            import sys, urllib.request, urllib.error
+            try:
+                print(urllib.request.urlopen(urllib.request.Request(sys.argv[1], method=sys.argv[2], data=b"" if sys.argv[2] == "POST" else None), timeout=10).status)
+            except urllib.error.HTTPError as error:
+                print(error.code)
+            """
+        let output = try await ChildProcess.run(Self.python, ["-c", script, url, method], limit: .seconds(30))
+        return try #require(Int(output.stdout.trimmingCharacters(in: .whitespacesAndNewlines)), "\(output.stderr)")
+    }
+}

@@ -51,6 +51,41 @@ struct MetricsEndpointTests {
         }
     }
 
+    @Test func frameAndByteCounters_matchWhatTheServerCounted() async throws {
+        let port = try freeLoopbackPort()
+        try await withRealDaemon(extraConfig: "[metrics]\nprometheus_listen = \"127.0.0.1:\(port)\"") { daemon in
+            _ = try await daemon.waitForLink("connected")
+            let opened = try await daemon.imagent(["open", "echo", "--json"])
+            let session = try #require((try JSONSerialization.jsonObject(with: Data(opened.stdout.utf8)) as? [String: Any])?["session"] as? NSNumber)
+            let sent = try await daemon.imagent(["send", "\(session)", "--lines"], stdin: (1...50).map { "m\($0)\n" }.joined())
+            #expect(sent.status == 0, "\(sent.stderr)")
+            let heard = try await daemon.imagent(["--timeout", "30", "listen", "\(session)", "--count", "50"])
+            #expect(heard.status == 0, "\(heard.stderr)")
+
+            // Both ends count every frame; between heartbeats they agree exactly.
+            var last = ""
+            for _ in 0..<50 {
+                let scrape = try await parse(url: "http://127.0.0.1:\(port)/metrics")
+                let families = try #require(scrape["families"] as? [String: [String: Any]])
+                let stats = await daemon.server.execute(line: "stats")
+                let server = try #require(try JSONSerialization.jsonObject(with: Data(stats.dropFirst(3).utf8)) as? [String: Any])
+                let (framesIn, framesOut) = ((server["frames_in"] as? NSNumber)?.doubleValue, (server["frames_out"] as? NSNumber)?.doubleValue)
+                let (sentFrames, receivedFrames) = (value(families, "imagentd_link_sent_frames_total"),
+                                                    value(families, "imagentd_link_received_frames_total"))
+                last = "daemon sent \(sentFrames ?? -1) received \(receivedFrames ?? -1); server in \(framesIn ?? -1) out \(framesOut ?? -1)"
+                if sentFrames == framesIn, receivedFrames == framesOut {
+                    // 50 DATA up and 50 echoes down, each at least its 32-byte header and payload.
+                    #expect((sentFrames ?? 0) >= 50 + 2)
+                    #expect((value(families, "imagentd_link_sent_bytes_total") ?? 0) >= 50 * (32 + 2))
+                    #expect((value(families, "imagentd_link_received_bytes_total") ?? 0) >= 50 * (32 + 2))
+                    return
+                }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            Issue.record("the frame counters never matched the server's: \(last)")
+        }
+    }
+
     // MARK: helpers
 
     /// A loopback port nobody listens on right now.

@@ -285,7 +285,7 @@ final class DaemonCore: IPCRequestHandler {
         let files = storeFileSizes
         return MetricsSnapshot(
             linkUp: linkStatus.state == "connected", connectAttempts: linkStatus.attempts, reconnects: linkStatus.reconnectCount,
-            rtt: linkStatus.smoothedRTT, heartbeatInterval: linkStatus.heartbeatInterval, ipcClients: clients.count,
+            traffic: link.traffic, rtt: linkStatus.smoothedRTT, heartbeatInterval: linkStatus.heartbeatInterval, ipcClients: clients.count,
             sessions: counts.sessions, outboxMessages: counts.outbox, inboxMessages: counts.inbox,
             messagesExpired: sessions.expiredTotal, storeDatabaseBytes: files.database, storeWALBytes: files.wal)
     }

@@ -155,6 +155,11 @@ final class LinkEngine: Sendable {
         core.value.sessionProtocolViolation(reason)
     }
 
+    /// *On the loop.* IMLink frames and bytes each way since the engine started.
+    var traffic: LinkTraffic.Counts {
+        core.value.traffic.counts
+    }
+
     /// *On the loop.* Whether any local client holds a session open; the
     /// heartbeat stretches its interval while none does.
     func setSessionsActive(_ active: Bool) {

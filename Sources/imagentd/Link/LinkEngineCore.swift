@@ -51,6 +51,9 @@ final class LinkEngineCore {
     private var attempts = 0
     private var lastError: String?
 
+    /// Frames and bytes each way, for the metrics.
+    let traffic = LinkTraffic()
+
     // Outputs.
     weak var sessionDelegate: LinkSessionDelegate?
     var onTransition: ((LinkTransition) -> Void)?
@@ -447,8 +450,10 @@ final class LinkEngineCore {
                 channel.eventLoop.makeCompletedFuture {
                     let (engine, limit) = handlerParts.value
                     try channel.pipeline.syncOperations.addHandlers(
+                        LinkByteCounter(engine.traffic),
                         ByteToMessageHandler(NegotiatedFrameDecoder(limit: limit)),
                         MessageToByteHandler(IMLinkFrameEncoder()),
+                        LinkFrameCounter(engine.traffic),
                         LinkChannelHandler(attempt: attempt, engine: engine)
                     )
                 }

@@ -16,6 +16,10 @@ final class DaemonMetrics {
     let linkUp: Gauge
     let linkAttempts: MirroredCounter
     let linkReconnects: MirroredCounter
+    let framesSent: MirroredCounter
+    let framesReceived: MirroredCounter
+    let bytesSent: MirroredCounter
+    let bytesReceived: MirroredCounter
     /// Time spent in each connect stage that led to the next one (token … login).
     private let stageDurations: [ConnectStage: DurationHistogram]
 
@@ -42,6 +46,13 @@ final class DaemonMetrics {
                                                             help: "Connection attempts started since imagentd started."))
         linkReconnects = MirroredCounter(registry.counter("imagentd_link_reconnects_total",
                                                               help: "Links established after the first one."))
+        framesSent = MirroredCounter(registry.counter("imagentd_link_sent_frames_total", help: "IMLink frames written on the link."))
+        framesReceived = MirroredCounter(registry.counter("imagentd_link_received_frames_total",
+                                                          help: "IMLink frames read from the link."))
+        bytesSent = MirroredCounter(registry.counter("imagentd_link_sent_bytes_total",
+                                                     help: "IMLink bytes written on the link (inside TLS)."))
+        bytesReceived = MirroredCounter(registry.counter("imagentd_link_received_bytes_total",
+                                                         help: "IMLink bytes read from the link (inside TLS)."))
         let buckets: [Duration] = [.milliseconds(1), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50),
                                    .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500),
                                    .seconds(5), .seconds(10)]

@@ -6,6 +6,7 @@ struct MetricsSnapshot {
     var linkUp: Bool
     var connectAttempts: Int
     var reconnects: Int
+    var traffic: LinkTraffic.Counts
     var rtt: Duration?
     var heartbeatInterval: Duration?
     var ipcClients: Int
@@ -21,6 +22,10 @@ struct MetricsSnapshot {
         metrics.linkUp.set(to: linkUp ? 1 : 0)
         metrics.linkAttempts.update(to: connectAttempts)
         metrics.linkReconnects.update(to: reconnects)
+        metrics.framesSent.update(to: traffic.framesOut)
+        metrics.framesReceived.update(to: traffic.framesIn)
+        metrics.bytesSent.update(to: traffic.bytesOut)
+        metrics.bytesReceived.update(to: traffic.bytesIn)
         metrics.setKnown("imagentd_link_rtt_seconds",
                          help: "Smoothed round-trip time of the link's PING/PONG; absent before the first sample.",
                          to: rtt?.seconds)
@@ -44,6 +49,10 @@ struct MetricsSnapshot {
         json.beginObject("counters")
         json.field("link_connect_attempts_total", connectAttempts)
         json.field("link_reconnects_total", reconnects)
+        json.field("link_sent_frames_total", traffic.framesOut)
+        json.field("link_received_frames_total", traffic.framesIn)
+        json.field("link_sent_bytes_total", traffic.bytesOut)
+        json.field("link_received_bytes_total", traffic.bytesIn)
         json.field("messages_expired_total", messagesExpired)
         json.endObject()
         json.beginObject("gauges")

@@ -157,7 +157,7 @@ struct ExecutableTests {
         try process.run()
         let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
-        for command in ["goaway", "fail-login", "drop", "drop-after", "stall on|off", "nat-timeout", "heartbeat MS",
+        for command in ["goaway", "fail-login", "drop", "drop-after", "stall on|off", "nat-timeout", "heartbeat MS", "advertise-heartbeat MS|off",
                         "push SESSION|all", "stats", "--listen", "--token-file", "--state", "--admin-socket",
                         "--tls-cert", "--push-rate", "--log-level"] {
             #expect(text.contains(command), "--help does not mention \(command)")

@@ -279,8 +279,8 @@ final class LinkEngineCore {
         case .resolve(let attempt, let endpoint):
             attemptEndpoint = (attempt, endpoint)
             resolve(attempt, endpoint, now: now)
-        case .connectTCP(let attempt, let addresses):
-            connectTCP(attempt, addresses)
+        case .connectTCP(let attempt, let addresses, let timeout):
+            connectTCP(attempt, addresses, timeout: timeout)
         case .startTLS(let attempt, let endpoint):
             startTLS(attempt, endpoint)
         case .sendHello(let attempt):
@@ -428,7 +428,7 @@ final class LinkEngineCore {
         }
     }
 
-    private func connectTCP(_ attempt: AttemptID, _ addresses: [ResolvedAddress]) {
+    private func connectTCP(_ attempt: AttemptID, _ addresses: [ResolvedAddress], timeout: Duration) {
         // The machine's phase may already be ahead of the action being
         // performed (actions are queued), so the endpoint comes from the
         // resolve action of the same attempt.
@@ -438,10 +438,11 @@ final class LinkEngineCore {
         let limit = FrameLimit()
         connection = Connection(attempt: attempt, endpoint: endpoint, limit: limit)
         let handlerParts = NIOLoopBound((self, limit), eventLoop: loop)
-        let timeout = TimeAmount.nanoseconds(configuration.stageTimeout.wholeNanoseconds)
+        // As long as the stage's deadline (short for a probe): the socket
+        // never outlives its attempt, so one connect is in flight at a time.
         ClientBootstrap(group: loop)
             .resolver(PrefetchedResolver(addresses: addresses, loop: loop))
-            .connectTimeout(timeout)
+            .connectTimeout(.nanoseconds(timeout.wholeNanoseconds))
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
@@ -481,7 +482,7 @@ final class LinkEngineCore {
                     else { return }
                     connection = nil
                     lastError = "tcp: \(error)"
-                    run(machine.stageFailed(attempt, stage: .tcp, reason: "\(error)", now: .now))
+                    run(machine.stageFailed(attempt, stage: .tcp, reason: "\(error)", pathSilent: isSilent(error), now: .now))
                 }
             }
     }

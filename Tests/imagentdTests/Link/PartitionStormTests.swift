@@ -10,7 +10,7 @@ import Testing
 /// path drops everything until the heal and carries each packet in half of
 /// `rtt` after it; each TCP connect sends its SYN at once and again after
 /// 1 s, 3 s, 7 s… (the kernel's retransmission) until the stage's deadline.
-@Suite struct PartitionStormTests {
+@Suite(.timeLimit(.minutes(5))) struct PartitionStormTests {
     @Test func tenThousandAgents_afterAFiveMinutePartition_comeBackAtTheServersPace() {
         var storm = PartitionStorm(agents: 10_000, partition: .seconds(300), admissionPerSecond: 1_000)
         storm.run()

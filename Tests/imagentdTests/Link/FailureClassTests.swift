@@ -153,6 +153,30 @@ import Testing
         #expect(machine.reconnectPolicy.window == .seconds(2), "and with a fresh backoff")
     }
 
+    @Test func probeMS_fromTheFile_setsTheProbeDeadlines() throws {
+        var daemon = try ConfigLoader.load(text: "[server]\nendpoints = [\"127.0.0.1:7000\"]\n[reconnect]\nprobe_ms = 250", file: "f")
+        daemon.token = .file("/dev/null")
+        let validated = try LinkConfiguration(daemon).validated()
+        #expect(validated.machine.reconnect.probe == .milliseconds(250))
+        #expect(try ConfigLoader.load(text: "", file: "f").reconnect.probeMS == 1000, "1–2 s by default")
+        #expect(throws: ConfigProblems.self) { try ConfigLoader.load(text: "[reconnect]\nprobe_ms = 50", file: "f") }
+
+        var machine = makeMachine(reconnect: validated.machine.reconnect, seed: 3)
+        let attempt = try #require(machine.start(now: at(0)).startedAttempt)
+        _ = machine.tokenObtained(attempt, now: at(0))
+        let deadline = try #require(machine.resolved(attempt, addresses: addresses, now: at(0)).armedTimer)
+        _ = machine.stageDeadlinePassed(deadline.id, now: deadline.deadline)
+        let pause = try #require(machine.connectionClosed(attempt, reason: "closed by us", now: deadline.deadline).armedTimer)
+        let probe = try #require(machine.backoffElapsed(pause.id, now: pause.deadline).startedAttempt)
+        _ = machine.tokenObtained(probe, now: pause.deadline)
+        let tcp = machine.resolved(probe, addresses: addresses, now: pause.deadline)
+        guard case .connectTCP(_, _, let timeout)? = tcp.last else {
+            Issue.record("a probe connects: \(tcp)")
+            return
+        }
+        #expect(timeout >= .milliseconds(250) && timeout <= .milliseconds(500))
+    }
+
     @Test func goawayWithRetryAfterZero_waitsTheFloor() throws {
         var machine = makeMachine()
         let attempt = connectedMachine(&machine, now: at(0))

@@ -21,6 +21,34 @@ struct ServerTimingFloorTests {
         }
     }
 
+    /// A LOGIN_FAIL OVERLOADED with RETRY_AFTER_MS of 46 days parks the daemon
+    /// for 15 minutes at most, and `imagent reconnect` connects at once anyway.
+    @Test func aHugeRetryAfter_isCapped_andImagentReconnectOverridesIt() async throws {
+        try await withRealDaemon { daemon in
+            _ = try await daemon.waitForLink("connected")
+            #expect(await daemon.server.execute(line: "fail-login OVERLOADED 4000000000 1").hasPrefix("ok"))
+            #expect(await daemon.server.execute(line: "drop").hasPrefix("ok"))
+            // Dropped, then a LOGIN_FAIL OVERLOADED: waiting for the server's delay.
+            var link: [String: Any] = [:]
+            let deadline = ContinuousClock.now + .seconds(15)
+            while ContinuousClock.now < deadline {
+                let status = try await daemon.waitForLink("waiting")
+                link = try #require(status["link"] as? [String: Any])
+                if (link["last_error"] as? String)?.contains("OVERLOADED") == true { break }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            let error = try #require(link["last_error"] as? String)
+            #expect(error.contains("LOGIN_FAIL OVERLOADED"), "\(link)")
+            // "retry in 900.xxx seconds": the 46-day RETRY_AFTER_MS capped at 15 minutes (+ ≤ 1 s).
+            #expect(error.contains("retry in 900.") || error.contains("retry in 901.0"), "\(error)")
+
+            let started = ContinuousClock.now
+            #expect(try await daemon.imagent(["reconnect"]).status == 0)
+            _ = try await daemon.waitForLink("connected", within: .seconds(5))
+            print("RETRY_AFTER_MS 4,000,000,000: parked for 15 min; imagent reconnect → connected in \(ContinuousClock.now - started)")
+        }
+    }
+
     private func measure(_ daemon: RealDaemon) async throws {
         let status = try await daemon.waitForLink("connected")
         let link = try #require(status["link"] as? [String: Any])

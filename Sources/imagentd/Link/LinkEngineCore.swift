@@ -50,6 +50,9 @@ final class LinkEngineCore {
     private var establishedCount = 0
     private var attempts = 0
     private var lastError: String?
+    /// Transitions logged at info since probing began (see `transitioned`).
+    private var probingLogged = 0
+    private static let probeTransitionsLogged = 6
 
     // Outputs.
     weak var sessionDelegate: LinkSessionDelegate?
@@ -564,7 +567,11 @@ final class LinkEngineCore {
     }
 
     private func transitioned(from: LinkPhase, to: LinkPhase, reason: String) {
-        logger.info("link: \(from) → \(to): \(reason)")
+        // Probing a silent path makes five transitions every 1–2 s: the
+        // first round is logged at info, the rest at debug, until it ends.
+        let quiet = machine.probing && probingLogged >= Self.probeTransitionsLogged
+        probingLogged = machine.probing ? probingLogged + 1 : 0
+        logger.log(level: quiet ? .debug : .info, "link: \(from) → \(to): \(reason)")
         switch to {
         case .connected:
             establishedCount += 1

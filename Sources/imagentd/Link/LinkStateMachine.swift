@@ -315,7 +315,16 @@ struct LinkStateMachine<Random: RandomNumberGenerator> {
         guard !addresses.isEmpty else {
             return stageFailed(attempt, stage: .resolve, reason: "no addresses", now: now)
         }
-        return advance(connecting, to: .tcp, reason: "resolved to \(addresses.count) addresses", now: now, then: .connectTCP(attempt, addresses, timeout: .zero))
+        // A probe has a short deadline, so the kernel's SYN backoff never holds the link.
+        let deadline = probing ? min(configuration.stageTimeout, reconnectPolicy.probeDeadline(using: &random)) : configuration.stageTimeout
+        return advance(
+            connecting,
+            to: .tcp,
+            deadline: deadline,
+            reason: "resolved to \(addresses.count) addresses",
+            now: now,
+            then: .connectTCP(attempt, addresses, timeout: deadline)
+        )
     }
 
     mutating func tcpConnected(_ attempt: AttemptID, now: MonotonicInstant) -> [LinkAction] {
@@ -558,6 +567,7 @@ struct LinkStateMachine<Random: RandomNumberGenerator> {
     private mutating func advance(
         _ connecting: Connecting,
         to stage: ConnectStage,
+        deadline: Duration? = nil,
         reason: String,
         now: MonotonicInstant,
         then action: LinkAction
@@ -567,15 +577,7 @@ struct LinkStateMachine<Random: RandomNumberGenerator> {
         connecting.stage = stage
         connecting.stageTimer = makeTimer()
         connecting.stageSince = now
-        connecting.stageDeadline = configuration.stageTimeout
-        var action = action
-        if case .connectTCP(let attempt, let addresses, _) = action {
-            // A probe: a short deadline, so the kernel's SYN backoff never holds the link.
-            if probing {
-                connecting.stageDeadline = min(configuration.stageTimeout, reconnectPolicy.probeDeadline(using: &random))
-            }
-            action = .connectTCP(attempt, addresses, timeout: connecting.stageDeadline)
-        }
+        connecting.stageDeadline = deadline ?? configuration.stageTimeout
         return [
             .cancelTimer(finishedTimer),
             move(to: .connecting(connecting), reason: reason),

@@ -131,9 +131,11 @@ struct LinkStateMachine<Random: RandomNumberGenerator> {
     private var nextAttempt = AttemptID.first
     private var nextTimer = LinkTimerID.first
     private var dropTokenOnNextAttempt = false
-    /// The last failure was a silent path: the next TCP stage is a probe,
-    /// with the policy's short deadline.
-    private(set) var probing = false
+    /// The class of the last failure, nil after a link or a fresh start.
+    /// After a silent path the next TCP stage is a probe, with the policy's
+    /// short deadline.
+    private(set) var lastFailure: ReconnectPolicy.FailureClass?
+    var probing: Bool { lastFailure == .pathSilent }
     /// Until the network watcher says otherwise, assume a route.
     private(set) var networkAvailable = true
 
@@ -397,7 +399,7 @@ struct LinkStateMachine<Random: RandomNumberGenerator> {
             preconditionFailure("the login stage is only entered with HELLO_OK's result")
         }
         rotation.startNewRound()
-        probing = false
+        lastFailure = nil
         let connected = Connected(attempt: attempt, endpoint: connecting.endpoint, since: now, hello: hello)
         return [
             .cancelTimer(connecting.stageTimer),
@@ -671,7 +673,7 @@ struct LinkStateMachine<Random: RandomNumberGenerator> {
     private mutating func forgiveFailures() {
         reconnectPolicy.reset()
         rotation.startNewRound()
-        probing = false
+        lastFailure = nil
     }
 
     /// The endpoint failed at its own fault: the next one at once, or after
@@ -683,7 +685,7 @@ struct LinkStateMachine<Random: RandomNumberGenerator> {
         now: MonotonicInstant? = nil
     ) -> (Next, String) {
         let failed = connecting.endpoint
-        probing = pathSilent
+        lastFailure = pathSilent ? .pathSilent : .serverRefusing
         guard rotation.failed(connecting.target) else {
             let all = "all \(rotation.endpoints.count) endpoints failed"
             guard pathSilent, let now else {
@@ -705,14 +707,14 @@ struct LinkStateMachine<Random: RandomNumberGenerator> {
     /// The attempt failed for a reason other than its endpoint.
     private mutating func afterAttemptFailure(_ reason: String) -> (Next, String) {
         rotation.startNewRound()
-        probing = false
+        lastFailure = .serverRefusing
         return (.reconnect(.after(reconnectPolicy.attemptFailed(using: &random))), reason)
     }
 
     /// An established link was closed or broken by the server's side.
     private mutating func afterLinkLost(since: MonotonicInstant, now: MonotonicInstant, _ reason: String) -> (Next, String) {
         rotation.startNewRound()
-        probing = false
+        lastFailure = .serverRefusing
         let upFor = now - since
         let delay = reconnectPolicy.linkLost(upFor: upFor, using: &random)
         return (.reconnect(.after(delay)), "\(reason) (link was up \(upFor))")
@@ -722,7 +724,7 @@ struct LinkStateMachine<Random: RandomNumberGenerator> {
     /// so probing starts at once, without growing the backoff.
     private mutating func afterLinkDiedSilently(since: MonotonicInstant, now: MonotonicInstant, _ reason: String) -> (Next, String) {
         rotation.startNewRound()
-        probing = true
+        lastFailure = .pathSilent
         let upFor = now - since
         reconnectPolicy.linkDiedSilently(upFor: upFor)
         return (.reconnect(.atOnce), "\(reason) (link was up \(upFor)); path silent, probing")
@@ -734,7 +736,7 @@ struct LinkStateMachine<Random: RandomNumberGenerator> {
         } else {
             rotation.startNewRound()
         }
-        probing = false
+        lastFailure = code == .overloaded ? .serverOverloaded : .serverRefusing
         let target = redirect.map { " to \($0)" } ?? ""
         guard code != .overloaded else {
             let delay = reconnectPolicy.overloaded(retryAfter: retryAfter, using: &random)
@@ -761,16 +763,16 @@ struct LinkStateMachine<Random: RandomNumberGenerator> {
         case .tokenExpired:
             dropTokenOnNextAttempt = true
             rotation.startNewRound()
-            probing = false
+            lastFailure = nil  // not a failure: a fresh token, at once
             return (.reconnect(.atOnce), "dropping the token, reconnecting at once")
         case .overloaded:
             rotation.startNewRound()
-            probing = false
+            lastFailure = .serverOverloaded
             let delay = reconnectPolicy.overloaded(retryAfter: retryAfter, using: &random)
             return (.reconnect(.after(delay)), "server overloaded")
         case .frameTooLarge where linkUpSince != nil:
             rotation.startNewRound()
-            probing = false
+            lastFailure = nil  // our frame was too large, not the server's fault
             return (.reconnect(.atOnce), "reconnecting at once")
         default:
             guard let linkUpSince else { return afterAttemptFailure("backing off") }

@@ -45,7 +45,7 @@ import Testing
         let gaps = zip(starts.dropFirst(2), starts.dropFirst()).map { $0 - $1 }
         #expect(gaps.allSatisfy { $0 >= .milliseconds(1_050) && $0 <= .milliseconds(2_100) })
         #expect(machine.reconnectPolicy.window == .seconds(2), "300 silent attempts did not grow the window")
-        #expect(machine.probing)
+        #expect(machine.lastFailure == .pathSilent)
     }
 
     @Test func aRefusedConnect_endsProbing_andBacksOff() throws {
@@ -67,6 +67,7 @@ import Testing
         let backoff = try #require(refused.armedTimer)
         #expect(backoff.deadline - pause.deadline >= .seconds(1) && backoff.deadline - pause.deadline <= .seconds(2))
         #expect(machine.reconnectPolicy.window == .seconds(4), "a refusal grows the window")
+        #expect(machine.lastFailure == .serverRefusing)
         #expect(!machine.probing)
 
         attempt = try #require(machine.backoffElapsed(backoff.id, now: backoff.deadline).startedAttempt)
@@ -147,10 +148,12 @@ import Testing
         _ = machine.goaway(attempt, code: .overloaded, retryAfter: .milliseconds(Int64(UInt32.max)), redirect: nil, now: at(10))
         let parked = try #require(machine.connectionClosed(attempt, reason: "closed by us", now: at(10)).armedTimer)
         #expect(parked.deadline >= at(910) && parked.deadline <= at(911), "49 days capped at 15 minutes")
+        #expect(machine.lastFailure == .serverOverloaded)
         let now = machine.userReconnect(now: at(20))
         #expect(now.first == .cancelTimer(parked.id))
         #expect(now.startedAttempt != nil, "at once")
         #expect(machine.reconnectPolicy.window == .seconds(2), "and with a fresh backoff")
+        #expect(machine.lastFailure == nil)
     }
 
     @Test func probeMS_fromTheFile_setsTheProbeDeadlines() throws {

@@ -6,6 +6,6 @@ struct ChaosCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "imagent-chaos",
         abstract: "imagentd and imagent-refserver under network faults, kills and restarts, with every message checked.",
-        subcommands: [RunCommand.self, ProxyCommand.self],
+        subcommands: [RunCommand.self, PartitionCommand.self, ProxyCommand.self],
         defaultSubcommand: RunCommand.self)
 }

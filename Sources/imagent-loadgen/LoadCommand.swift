@@ -85,6 +85,11 @@ struct LoadCommand: AsyncParsableCommand {
         valueName: "file"))
     var latencyFile: String?
 
+    @Option(name: .customLong("interval-ms"), help: ArgumentHelp(
+        "Pace each session: message N is sent no earlier than (N − 1) × this many milliseconds after the start, like an echo every so often (0: as fast as --window allows).",
+        valueName: "ms"))
+    var intervalMS = 0
+
     @Flag(help: "Leave the sessions open at the end (default: CLOSE them once everything arrived).")
     var keepSessions = false
 
@@ -96,13 +101,14 @@ struct LoadCommand: AsyncParsableCommand {
         guard ackEvery >= 1 else { throw ValidationError("--ack-every must be at least 1") }
         guard stallReading >= 0, deadline > 0 else { throw ValidationError("--stall-reading and --deadline must be positive") }
         guard reattachEvery >= 0 else { throw ValidationError("--reattach-every must be 0 or more") }
+        guard intervalMS >= 0 else { throw ValidationError("--interval-ms must be 0 or more") }
     }
 
     func run() async throws {
         let options = LoadOptions(socket: socket, service: service, sessions: sessions, messages: messages, size: size,
                                   window: window, ackEvery: ackEvery, stallSeconds: stallReading, stallAfter: stallAfter,
                                   deadlineSeconds: deadline, stateFile: state, tag: tag, closeAtEnd: !keepSessions,
-                                  reattachSeconds: reattachEvery, latencyFile: latencyFile)
+                                  reattachSeconds: reattachEvery, latencyFile: latencyFile, intervalMS: intervalMS)
         let report = await LoadRunner(options).run()
         print(report.json)
         fflush(nil)
@@ -126,6 +132,7 @@ struct LoadOptions: Sendable {
     var closeAtEnd: Bool
     var reattachSeconds: Double = 0
     var latencyFile: String?
+    var intervalMS = 0
 }
 
 /// Progress and trouble go to stderr; stdout carries only the report.

@@ -187,7 +187,7 @@ final class LoadRunner: Sendable {
         var inFlight = CircularBuffer<(number: UInt64, send: IPCPendingSend)>(initialCapacity: options.window)
         while true {
             let stalling = state.withLockedValue { $0.stalling }
-            while !stalling, next <= total, inFlight.count < options.window {
+            while !stalling, next <= total, inFlight.count < options.window, sendTime(of: next) <= clock.now {
                 let payload = Payload.make(tag: options.tag, index: UInt32(index), number: next, size: options.size)
                 let pending = try client.startSend(session: id, payload: payload)
                 let now = nanosecondsSinceStart
@@ -203,7 +203,11 @@ final class LoadRunner: Sendable {
             }
             guard let head = inFlight.popFirst() else {
                 if next > total { return }
-                try await Task.sleep(for: .milliseconds(20))  // stalling
+                if !stalling, sendTime(of: next) > clock.now {
+                    try await Task.sleep(until: sendTime(of: next), clock: .continuous)  // paced
+                } else {
+                    try await Task.sleep(for: .milliseconds(20))  // stalling
+                }
                 continue
             }
             do {
@@ -224,6 +228,11 @@ final class LoadRunner: Sendable {
                 try await Task.sleep(for: .milliseconds(100))
             }
         }
+    }
+
+    /// When message `number` may be sent: at once, or paced by `--interval-ms`.
+    private func sendTime(of number: UInt64) -> ContinuousClock.Instant {
+        start + .milliseconds(Int64(options.intervalMS) * Int64(number - 1))
     }
 
     private func record(accepted seq: UInt64, number: UInt64, index: Int) {

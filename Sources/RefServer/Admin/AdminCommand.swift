@@ -25,6 +25,8 @@ public enum AdminCommand: Hashable, Sendable {
     case natTimeout(TimeAmount?)
     /// HEARTBEAT_MS for future LOGIN_OKs.
     case heartbeat(ms: UInt32)
+    /// What future LOGIN_OKs say HEARTBEAT_MS is (0 allowed), the idle check unchanged; nil: the real value.
+    case advertiseHeartbeat(ms: UInt32?)
     /// Start a stream of `count` messages of `size` bytes at `rate` per second (0: at once).
     case push(PushTarget, count: Int, size: Int, rate: Int)
     /// One line of JSON with counters and every session's sequence numbers.
@@ -50,6 +52,9 @@ public enum AdminCommand: Hashable, Sendable {
             is closed silently a minute later
         heartbeat MS
             HEARTBEAT_MS for future LOGIN_OKs
+        advertise-heartbeat MS|off
+            future LOGIN_OKs say HEARTBEAT_MS is MS (0 allowed: a broken
+            server) while idle connections are still judged by heartbeat
         push SESSION|all COUNT SIZE RATE
             send COUNT messages of SIZE bytes at RATE a second (0: at once)
             on every agent's session with that id, or on every open session
@@ -111,6 +116,10 @@ public enum AdminCommand: Hashable, Sendable {
             let ms: UInt32 = try number(arguments[0], "MS")
             guard ms > 0 else { throw AdminCommandError("heartbeat needs MS ≥ 1") }
             return .heartbeat(ms: ms)
+        case "advertise-heartbeat":
+            try expect(arguments, count: 1...1, usage: "advertise-heartbeat MS|off")
+            if arguments[0].lowercased() == "off" { return .advertiseHeartbeat(ms: nil) }
+            return .advertiseHeartbeat(ms: try number(arguments[0], "MS"))
         case "push":
             try expect(arguments, count: 4...4, usage: "push SESSION|all COUNT SIZE RATE")
             let target: PushTarget = arguments[0].lowercased() == "all" ? .all : .session(try number(arguments[0], "SESSION"))

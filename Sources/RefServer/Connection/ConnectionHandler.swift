@@ -198,7 +198,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
             case .accepted(let heartbeatMS, let serverTimeMS):
                 self.heartbeatMS = heartbeatMS
                 loggedInAgent = login.agentID
-                perform(machine.loginAccepted(heartbeatMS: heartbeatMS, serverTimeMS: serverTimeMS))
+                let advertised = core.knobs.advertisedHeartbeatMS ?? heartbeatMS
+                perform(machine.loginAccepted(heartbeatMS: advertised, serverTimeMS: serverTimeMS))
             case .rejected(let failure):
                 perform(machine.loginRejected(failure))
             }

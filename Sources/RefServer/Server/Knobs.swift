@@ -10,6 +10,10 @@ struct Knobs: Sendable {
     }
 
     var heartbeatMS: UInt32
+    /// HEARTBEAT_MS written in LOGIN_OK instead of `heartbeatMS` (0 allowed),
+    /// while the idle check keeps `heartbeatMS`: a broken server, for the
+    /// agent's floors.
+    var advertisedHeartbeatMS: UInt32?
     var failLogin: FailLogin?
     var stalled = false
     var natTimeout: TimeAmount?

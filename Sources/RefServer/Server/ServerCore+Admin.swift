@@ -44,6 +44,9 @@ extension ServerCore {
             knobs.heartbeatMS = ms
             startSweep()
             return "ok heartbeat \(ms) ms for future logins"
+        case .advertiseHeartbeat(let ms):
+            knobs.advertisedHeartbeatMS = ms
+            return ms.map { "ok future LOGIN_OKs advertise HEARTBEAT_MS \($0)" } ?? "ok LOGIN_OKs advertise the real heartbeat"
         case .push(let target, let count, let size, let rate):
             let keys = book.sessions.values.filter { session in
                 switch target {
@@ -57,7 +60,7 @@ extension ServerCore {
         case .stats:
             return "ok " + statsJSON()
         case .help:
-            return "ok commands: goaway, fail-login, drop, drop-after, stall, nat-timeout, heartbeat, push, stats, help"
+            return "ok commands: goaway, fail-login, drop, drop-after, stall, nat-timeout, heartbeat, advertise-heartbeat, push, stats, help"
         }
     }
 

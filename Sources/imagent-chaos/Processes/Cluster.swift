@@ -26,9 +26,14 @@ final class Cluster: @unchecked Sendable {
     /// When the current daemon process was started, in Unix ms.
     private(set) var daemonStartedMS: Int64 = 0
 
-    init(directory: String, topology: Topology, serverOnLoopback: Bool = false) throws {
+    /// With the packaged [heartbeat] and [reconnect] defaults (heartbeat
+    /// 15–300 s, backoff 1–60 s) rather than the suite's fast ones.
+    private let packagedDefaults: Bool
+
+    init(directory: String, topology: Topology, serverOnLoopback: Bool = false, packagedDefaults: Bool = false) throws {
         self.directory = directory
         self.topology = topology
+        self.packagedDefaults = packagedDefaults
         serverNamespace = serverOnLoopback ? topology.agentNamespace : topology.serverNamespace
         serverHost = serverOnLoopback ? "127.0.0.1" : topology.serverAddress
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -88,6 +93,15 @@ final class Cluster: @unchecked Sendable {
     }
 
     private func writeDaemonConfig(_ path: String, endpoint: String) throws {
+        let timing = packagedDefaults ? "" : """
+            [heartbeat]
+            min_seconds = 1
+            max_seconds = 2
+            [reconnect]
+            base_ms = 100
+            cap_ms = 500
+
+            """
         try """
             [server]
             endpoints = ["\(endpoint)"]
@@ -99,13 +113,7 @@ final class Cluster: @unchecked Sendable {
             mode = "0600"
             [store]
             directory = "\(directory)/store"
-            [heartbeat]
-            min_seconds = 1
-            max_seconds = 2
-            [reconnect]
-            base_ms = 100
-            cap_ms = 500
-            [network]
+            \(timing)[network]
             watch = true
             [log]
             level = "info"

@@ -96,6 +96,7 @@ private struct Reader {
         ("reconnect", [
             ("base_ms", { c, v in integer(v, in: 10...600_000).map { c.reconnect.baseMS = $0 }.failure }),
             ("cap_ms", { c, v in integer(v, in: 10...3_600_000).map { c.reconnect.capMS = $0 }.failure }),
+            ("probe_ms", { c, v in integer(v, in: 100...60_000).map { c.reconnect.probeMS = $0 }.failure }),
         ]),
         ("limits", [
             ("max_clients", { c, v in integer(v, in: 1...65_536).map { c.limits.maxClients = $0 }.failure }),

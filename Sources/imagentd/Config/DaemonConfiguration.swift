@@ -52,6 +52,7 @@ struct DaemonConfiguration: Hashable, Sendable {
     struct Reconnect: Hashable, Sendable {
         var baseMS = 1_000
         var capMS = 60_000
+        var probeMS = 1_000
     }
 
     struct Limits: Hashable, Sendable {

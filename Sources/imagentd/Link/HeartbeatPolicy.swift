@@ -150,18 +150,24 @@ struct HeartbeatPolicy<Random: RandomNumberGenerator> {
     }
 
     /// The configured bounds with the server's HEARTBEAT_MS as the ceiling;
-    /// the server's word wins even below the configured minimum.
+    /// the server's word wins even below the configured minimum, but never
+    /// below `serverCeilingFloor`.
     private var bounds: ClosedRange<Duration> {
         let configured = configuration.nat.bounds
         let top = min(configured.upperBound, serverCeiling ?? configured.upperBound)
         return min(configured.lowerBound, top)...top
     }
 
+    /// The shortest interval a server's HEARTBEAT_MS can impose (issue 11,
+    /// finding 6): a HEARTBEAT_MS of 0 or 1 means one PING a second at most,
+    /// so a broken server cannot make the daemon spin.
+    static var serverCeilingFloor: Duration { .seconds(1) }
+
     // MARK: Events
 
     /// LOGIN_OK arrived: the link is up. `serverCeiling` is its HEARTBEAT_MS.
     mutating func linkEstablished(serverCeiling: Duration?, now: MonotonicInstant) -> Action {
-        self.serverCeiling = serverCeiling
+        self.serverCeiling = serverCeiling.map { max($0, Self.serverCeilingFloor) }
         let timer = makeTimerID()
         let interval = jitteredInterval()
         state = .up(Up(lastReceived: now, lastSent: now, timer: timer, waiting: .idle(interval: interval)))

@@ -130,8 +130,10 @@ enum LinkAction: Hashable, Sendable {
     case obtainToken(AttemptID, dropCached: Bool)
     /// Resolve the endpoint. Report `resolved` or `stageFailed(.resolve)`.
     case resolve(AttemptID, Endpoint)
-    /// Connect to one of the addresses. Report `tcpConnected` or `stageFailed(.tcp)`.
-    case connectTCP(AttemptID, [ResolvedAddress])
+    /// Connect to one of the addresses, giving up after `timeout` (the TCP
+    /// stage's deadline: short for a probe). Report `tcpConnected` or
+    /// `stageFailed(.tcp)`, with `pathSilent` when nothing answered.
+    case connectTCP(AttemptID, [ResolvedAddress], timeout: Duration)
     /// Run the TLS handshake for the endpoint. Report `tlsEstablished` or `stageFailed(.tls)`.
     case startTLS(AttemptID, Endpoint)
     /// Send HELLO; HELLO_OK is reported as `helloOK`.

@@ -29,6 +29,7 @@ extension LinkConfiguration {
         heartbeatMax = .seconds(daemon.heartbeat.maxSeconds)
         reconnectBase = .milliseconds(daemon.reconnect.baseMS)
         reconnectCap = .milliseconds(daemon.reconnect.capMS)
+        reconnectProbe = .milliseconds(daemon.reconnect.probeMS)
         watchNetwork = daemon.watchNetwork
         agentVersion = DaemonCore.version
     }

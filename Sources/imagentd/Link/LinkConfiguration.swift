@@ -56,6 +56,9 @@ struct LinkConfiguration: Hashable, Sendable {
     var reconnectHerdSpread: Duration = .seconds(30)
     /// How long a link must stay up before the backoff is forgiven.
     var reconnectStablePeriod: Duration = .seconds(30)
+    /// While the path is silent, each probe's TCP deadline is drawn from
+    /// `[probe, 2 × probe]` (`[reconnect] probe_ms`).
+    var reconnectProbe: Duration = .seconds(1)
     /// The deadline of each connect stage, and of a token command.
     var stageTimeout: Duration = .seconds(10)
     /// MAX_FRAME we announce: the largest body we accept after HELLO_OK.
@@ -97,6 +100,7 @@ struct LinkConfiguration: Hashable, Sendable {
         guard reconnectBase > .zero, reconnectBase <= reconnectCap else {
             throw LinkConfigurationError("reconnect base \(reconnectBase) must be positive and not above the cap \(reconnectCap)")
         }
+        guard reconnectProbe > .zero else { throw LinkConfigurationError("reconnect probe interval must be positive") }
         guard stageTimeout > .zero else { throw LinkConfigurationError("stage timeout must be positive") }
         guard (1024...FrameHeader.maxNegotiableBody).contains(maxFrame) else {
             throw LinkConfigurationError("max frame \(maxFrame) is outside 1024…\(FrameHeader.maxNegotiableBody)")
@@ -108,7 +112,8 @@ struct LinkConfiguration: Hashable, Sendable {
             base: reconnectBase,
             cap: reconnectCap,
             herdSpread: reconnectHerdSpread,
-            stablePeriod: reconnectStablePeriod
+            stablePeriod: reconnectStablePeriod,
+            probe: reconnectProbe
         )
         let machine = LinkStateMachine<SystemRandomNumberGenerator>.Configuration(
             endpoints: parsed,

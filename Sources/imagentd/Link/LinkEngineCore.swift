@@ -50,6 +50,9 @@ final class LinkEngineCore {
     private var establishedCount = 0
     private var attempts = 0
     private var lastError: String?
+    /// Transitions logged at info since probing began (see `transitioned`).
+    private var probingLogged = 0
+    private static let probeTransitionsLogged = 6
 
     /// Frames and bytes each way, for the metrics.
     let traffic = LinkTraffic()
@@ -282,8 +285,8 @@ final class LinkEngineCore {
         case .resolve(let attempt, let endpoint):
             attemptEndpoint = (attempt, endpoint)
             resolve(attempt, endpoint, now: now)
-        case .connectTCP(let attempt, let addresses):
-            connectTCP(attempt, addresses)
+        case .connectTCP(let attempt, let addresses, let timeout):
+            connectTCP(attempt, addresses, timeout: timeout)
         case .startTLS(let attempt, let endpoint):
             startTLS(attempt, endpoint)
         case .sendHello(let attempt):
@@ -431,7 +434,7 @@ final class LinkEngineCore {
         }
     }
 
-    private func connectTCP(_ attempt: AttemptID, _ addresses: [ResolvedAddress]) {
+    private func connectTCP(_ attempt: AttemptID, _ addresses: [ResolvedAddress], timeout: Duration) {
         // The machine's phase may already be ahead of the action being
         // performed (actions are queued), so the endpoint comes from the
         // resolve action of the same attempt.
@@ -441,10 +444,11 @@ final class LinkEngineCore {
         let limit = FrameLimit()
         connection = Connection(attempt: attempt, endpoint: endpoint, limit: limit)
         let handlerParts = NIOLoopBound((self, limit), eventLoop: loop)
-        let timeout = TimeAmount.nanoseconds(configuration.stageTimeout.wholeNanoseconds)
+        // As long as the stage's deadline (short for a probe): the socket
+        // never outlives its attempt, so one connect is in flight at a time.
         ClientBootstrap(group: loop)
             .resolver(PrefetchedResolver(addresses: addresses, loop: loop))
-            .connectTimeout(timeout)
+            .connectTimeout(.nanoseconds(timeout.wholeNanoseconds))
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
@@ -486,7 +490,7 @@ final class LinkEngineCore {
                     else { return }
                     connection = nil
                     lastError = "tcp: \(error)"
-                    run(machine.stageFailed(attempt, stage: .tcp, reason: "\(error)", now: .now))
+                    run(machine.stageFailed(attempt, stage: .tcp, reason: "\(error)", pathSilent: isSilent(error), now: .now))
                 }
             }
     }
@@ -568,7 +572,11 @@ final class LinkEngineCore {
     }
 
     private func transitioned(from: LinkPhase, to: LinkPhase, reason: String) {
-        logger.info("link: \(from) → \(to): \(reason)")
+        // Probing a silent path makes five transitions every 1–2 s: the
+        // first round is logged at info, the rest at debug, until it ends.
+        let quiet = machine.probing && probingLogged >= Self.probeTransitionsLogged
+        probingLogged = machine.probing ? probingLogged + 1 : 0
+        logger.log(level: quiet ? .debug : .info, "link: \(from) → \(to): \(reason)")
         switch to {
         case .connected:
             establishedCount += 1

@@ -27,9 +27,16 @@ import IMLink
 /// | TOKEN_INVALID        | after the backoff, with a fresh token          | grows          |
 /// | TOKEN_EXPIRED        | at once, with a fresh token                    | unchanged      |
 /// | FORBIDDEN            | none: Stopped until a user connect             | —              |
-/// | OVERLOADED           | after RETRY_AFTER_MS + ≤ 20 %, ≥ base           | grows on LOGIN_FAIL |
+/// | OVERLOADED           | after RETRY_AFTER_MS within 1 s…15 min, + ≤ min(20 %, 1 s); without it the backoff | grows |
 /// | FRAME_TOO_LARGE      | at once when the link was up, else as PROTOCOL | unchanged      |
-/// | any GOAWAY           | after RETRY_AFTER_MS + ≤ 20 % (at once if 0), to REDIRECT if given | unchanged |
+/// | any other GOAWAY     | after RETRY_AFTER_MS as OVERLOADED (1–2 s if 0 or none), to REDIRECT if given | grows |
+///
+/// The three failure classes (`ReconnectPolicy`): a *silent path* (a TCP
+/// stage that timed out or was reported unreachable, a link the heartbeat
+/// found dead) probes — one connect at a time with a 1–2 s deadline — and
+/// never grows the window; a *refusing* server (RST, TLS, HELLO, LOGIN_FAIL,
+/// ERROR, GOAWAY, a link closed by the peer) and an *overloaded* one
+/// (OVERLOADED) back off and grow it.
 ///
 /// Failures of the endpoint itself (no address, no TCP, TLS or HELLO failing,
 /// a stage deadline, the socket closing before LOGIN_OK) fail over to the
@@ -79,6 +86,10 @@ struct LinkStateMachine<Random: RandomNumberGenerator> {
         var endpoint: Endpoint
         var stage: ConnectStage
         var stageTimer: LinkTimerID
+        /// When the current stage began, and its deadline (a probe's TCP
+        /// stage is shorter than `stageTimeout`).
+        var stageSince: MonotonicInstant
+        var stageDeadline: Duration
         /// Set by HELLO_OK, before the login stage.
         var hello: HelloResult?
     }
@@ -120,6 +131,11 @@ struct LinkStateMachine<Random: RandomNumberGenerator> {
     private var nextAttempt = AttemptID.first
     private var nextTimer = LinkTimerID.first
     private var dropTokenOnNextAttempt = false
+    /// The class of the last failure, nil after a link or a fresh start.
+    /// After a silent path the next TCP stage is a probe, with the policy's
+    /// short deadline.
+    private(set) var lastFailure: ReconnectPolicy.FailureClass?
+    var probing: Bool { lastFailure == .pathSilent }
     /// Until the network watcher says otherwise, assume a route.
     private(set) var networkAvailable = true
 
@@ -261,11 +277,13 @@ struct LinkStateMachine<Random: RandomNumberGenerator> {
     mutating func stageDeadlinePassed(_ timer: LinkTimerID, now: MonotonicInstant) -> [LinkAction] {
         switch state {
         case .connecting(let connecting) where connecting.stageTimer == timer:
-            let reason = "\(connecting.stage) stage timed out after \(configuration.stageTimeout)"
+            let reason = "\(connecting.stage) stage timed out after \(connecting.stageDeadline)"
             let (next, why) =
                 switch connecting.stage {
                 case .token: afterAttemptFailure(reason)
-                case .resolve, .tcp, .tls, .hello, .login: afterEndpointFailure(connecting, reason)
+                // No SYN-ACK and no RST within the deadline: nothing came back.
+                case .tcp: afterEndpointFailure(connecting, reason, pathSilent: true, now: now)
+                case .resolve, .tls, .hello, .login: afterEndpointFailure(connecting, reason)
                 }
             return end(connecting, cancelTimer: false, sendError: nil, next: next, reason: why, now: now)
         case .stopped, .disconnected, .connecting, .connected, .disconnecting:
@@ -299,7 +317,16 @@ struct LinkStateMachine<Random: RandomNumberGenerator> {
         guard !addresses.isEmpty else {
             return stageFailed(attempt, stage: .resolve, reason: "no addresses", now: now)
         }
-        return advance(connecting, to: .tcp, reason: "resolved to \(addresses.count) addresses", now: now, then: .connectTCP(attempt, addresses))
+        // A probe has a short deadline, so the kernel's SYN backoff never holds the link.
+        let deadline = probing ? min(configuration.stageTimeout, reconnectPolicy.probeDeadline(using: &random)) : configuration.stageTimeout
+        return advance(
+            connecting,
+            to: .tcp,
+            deadline: deadline,
+            reason: "resolved to \(addresses.count) addresses",
+            now: now,
+            then: .connectTCP(attempt, addresses, timeout: deadline)
+        )
     }
 
     mutating func tcpConnected(_ attempt: AttemptID, now: MonotonicInstant) -> [LinkAction] {
@@ -320,11 +347,14 @@ struct LinkStateMachine<Random: RandomNumberGenerator> {
     }
 
     /// A stage failed and left nothing open (a failed connect or TLS
-    /// handshake has released its socket).
+    /// handshake has released its socket). `pathSilent` when nothing came
+    /// back from the server's side (a connect timeout, a router's
+    /// "unreachable"), as opposed to a refusal (RST, a TLS alert).
     mutating func stageFailed(
         _ attempt: AttemptID,
         stage: ConnectStage,
         reason: String,
+        pathSilent: Bool = false,
         now: MonotonicInstant
     ) -> [LinkAction] {
         guard let connecting = current(attempt, in: stage) else {
@@ -334,7 +364,8 @@ struct LinkStateMachine<Random: RandomNumberGenerator> {
         let (next, why) =
             switch stage {
             case .token: afterAttemptFailure(detail)
-            case .resolve, .tcp, .tls, .hello, .login: afterEndpointFailure(connecting, detail)
+            case .resolve, .tcp, .tls, .hello, .login:
+                afterEndpointFailure(connecting, detail, pathSilent: pathSilent && stage == .tcp, now: now)
             }
         return [.cancelTimer(connecting.stageTimer)] + proceed(to: next, reason: why, now: now)
     }
@@ -368,6 +399,7 @@ struct LinkStateMachine<Random: RandomNumberGenerator> {
             preconditionFailure("the login stage is only entered with HELLO_OK's result")
         }
         rotation.startNewRound()
+        lastFailure = nil
         let connected = Connected(attempt: attempt, endpoint: connecting.endpoint, since: now, hello: hello)
         return [
             .cancelTimer(connecting.stageTimer),
@@ -387,7 +419,7 @@ struct LinkStateMachine<Random: RandomNumberGenerator> {
         guard let connecting = current(attempt, in: .login) else {
             return outOfPhase("LOGIN_FAIL", attempt, now: now)
         }
-        let (next, why) = afterCode(code, retryAfter: retryAfter, loginFailed: true, linkUpSince: nil)
+        let (next, why) = afterCode(code, retryAfter: retryAfter, linkUpSince: nil)
         return end(connecting, sendError: nil, next: next, reason: "LOGIN_FAIL \(code): \(why)", now: now)
     }
 
@@ -415,10 +447,10 @@ struct LinkStateMachine<Random: RandomNumberGenerator> {
     mutating func errorFrame(_ attempt: AttemptID, code: WireCode, now: MonotonicInstant) -> [LinkAction] {
         switch state {
         case .connecting(let connecting) where connecting.attempt == attempt && connecting.stage.holdsSocket:
-            let (next, why) = afterCode(code, retryAfter: nil, loginFailed: false, linkUpSince: nil)
+            let (next, why) = afterCode(code, retryAfter: nil, linkUpSince: nil)
             return end(connecting, sendError: nil, next: next, reason: "ERROR \(code): \(why)", now: now)
         case .connected(let connected) where connected.attempt == attempt:
-            let (next, why) = afterCode(code, retryAfter: nil, loginFailed: false, linkUpSince: (connected.since, now))
+            let (next, why) = afterCode(code, retryAfter: nil, linkUpSince: (connected.since, now))
             return close(attempt, sendError: nil, next: next, reason: "ERROR \(code): \(why)")
         case .stopped, .disconnected, .connecting, .connected, .disconnecting:
             return [.ignored(reason: "ERROR \(code) from \(attempt) while \(phase)")]
@@ -451,7 +483,7 @@ struct LinkStateMachine<Random: RandomNumberGenerator> {
     mutating func heartbeatTimedOut(_ attempt: AttemptID, now: MonotonicInstant) -> [LinkAction] {
         switch state {
         case .connected(let connected) where connected.attempt == attempt:
-            let (next, why) = afterLinkLost(since: connected.since, now: now, "heartbeat: PONG missing")
+            let (next, why) = afterLinkDiedSilently(since: connected.since, now: now, "heartbeat: PONG missing")
             return close(attempt, sendError: nil, next: next, reason: why)
         case .stopped, .disconnected, .connecting, .connected, .disconnecting:
             return [.ignored(reason: "heartbeat timeout of \(attempt) while \(phase)")]
@@ -523,7 +555,9 @@ struct LinkStateMachine<Random: RandomNumberGenerator> {
             target: target,
             endpoint: rotation.endpoint(for: target),
             stage: .token,
-            stageTimer: makeTimer()
+            stageTimer: makeTimer(),
+            stageSince: now,
+            stageDeadline: configuration.stageTimeout
         )
         return [
             move(to: .connecting(connecting), reason: reason),
@@ -535,6 +569,7 @@ struct LinkStateMachine<Random: RandomNumberGenerator> {
     private mutating func advance(
         _ connecting: Connecting,
         to stage: ConnectStage,
+        deadline: Duration? = nil,
         reason: String,
         now: MonotonicInstant,
         then action: LinkAction
@@ -543,10 +578,12 @@ struct LinkStateMachine<Random: RandomNumberGenerator> {
         let finishedTimer = connecting.stageTimer
         connecting.stage = stage
         connecting.stageTimer = makeTimer()
+        connecting.stageSince = now
+        connecting.stageDeadline = deadline ?? configuration.stageTimeout
         return [
             .cancelTimer(finishedTimer),
             move(to: .connecting(connecting), reason: reason),
-            .armTimer(connecting.stageTimer, deadline: now + configuration.stageTimeout, purpose: .stageDeadline(stage)),
+            .armTimer(connecting.stageTimer, deadline: now + connecting.stageDeadline, purpose: .stageDeadline(stage)),
             action,
         ]
     }
@@ -636,15 +673,32 @@ struct LinkStateMachine<Random: RandomNumberGenerator> {
     private mutating func forgiveFailures() {
         reconnectPolicy.reset()
         rotation.startNewRound()
+        lastFailure = nil
     }
 
-    /// The endpoint failed at its own fault: the next one at once, or the
-    /// backoff after a full round.
-    private mutating func afterEndpointFailure(_ connecting: Connecting, _ reason: String) -> (Next, String) {
+    /// The endpoint failed at its own fault: the next one at once, or after
+    /// a full round the next probe (a silent path) or the backoff (a refusal).
+    private mutating func afterEndpointFailure(
+        _ connecting: Connecting,
+        _ reason: String,
+        pathSilent: Bool = false,
+        now: MonotonicInstant? = nil
+    ) -> (Next, String) {
         let failed = connecting.endpoint
+        lastFailure = pathSilent ? .pathSilent : .serverRefusing
         guard rotation.failed(connecting.target) else {
-            let delay = reconnectPolicy.attemptFailed(using: &random)
-            return (.reconnect(.after(delay)), "\(failed): \(reason); all \(rotation.endpoints.count) endpoints failed")
+            let all = "all \(rotation.endpoints.count) endpoints failed"
+            guard pathSilent, let now else {
+                let delay = reconnectPolicy.attemptFailed(using: &random)
+                return (.reconnect(.after(delay)), "\(failed): \(reason); \(all); server refusing, backing off")
+            }
+            rotation.startNewRound()
+            let pause = reconnectPolicy.probePause(
+                elapsed: now - connecting.stageSince,
+                deadline: connecting.stageDeadline,
+                using: &random
+            )
+            return (.reconnect(.after(pause)), "\(failed): \(reason); \(all); path silent, probing")
         }
         let next = rotation.upcoming
         return (.reconnect(.atOnce), "\(failed): \(reason); failing over to \(next)")
@@ -653,15 +707,27 @@ struct LinkStateMachine<Random: RandomNumberGenerator> {
     /// The attempt failed for a reason other than its endpoint.
     private mutating func afterAttemptFailure(_ reason: String) -> (Next, String) {
         rotation.startNewRound()
+        lastFailure = .serverRefusing
         return (.reconnect(.after(reconnectPolicy.attemptFailed(using: &random))), reason)
     }
 
-    /// An established link was lost.
+    /// An established link was closed or broken by the server's side.
     private mutating func afterLinkLost(since: MonotonicInstant, now: MonotonicInstant, _ reason: String) -> (Next, String) {
         rotation.startNewRound()
+        lastFailure = .serverRefusing
         let upFor = now - since
         let delay = reconnectPolicy.linkLost(upFor: upFor, using: &random)
         return (.reconnect(.after(delay)), "\(reason) (link was up \(upFor))")
+    }
+
+    /// The heartbeat found an established link dead: the path is silent,
+    /// so probing starts at once, without growing the backoff.
+    private mutating func afterLinkDiedSilently(since: MonotonicInstant, now: MonotonicInstant, _ reason: String) -> (Next, String) {
+        rotation.startNewRound()
+        lastFailure = .pathSilent
+        let upFor = now - since
+        reconnectPolicy.linkDiedSilently(upFor: upFor)
+        return (.reconnect(.atOnce), "\(reason) (link was up \(upFor)); path silent, probing")
     }
 
     private mutating func afterGoaway(code: WireCode, retryAfter: Duration?, redirect: Endpoint?) -> (Next, String) {
@@ -670,13 +736,14 @@ struct LinkStateMachine<Random: RandomNumberGenerator> {
         } else {
             rotation.startNewRound()
         }
+        lastFailure = code == .overloaded ? .serverOverloaded : .serverRefusing
         let target = redirect.map { " to \($0)" } ?? ""
         guard code != .overloaded else {
-            let delay = reconnectPolicy.overloaded(retryAfter: retryAfter, countsAsFailure: false, using: &random)
-            return (.reconnect(.after(delay)), "GOAWAY \(code), reconnecting\(target)")
+            let delay = reconnectPolicy.overloaded(retryAfter: retryAfter, using: &random)
+            return (.reconnect(.after(delay)), "GOAWAY \(code); server overloaded, reconnecting\(target)")
         }
-        let delay = reconnectPolicy.serverDirected(retryAfter: retryAfter ?? .zero, using: &random)
-        return (.reconnect(delay), "GOAWAY \(code), reconnecting\(target)")
+        let delay = reconnectPolicy.serverDirected(retryAfter: retryAfter, using: &random)
+        return (.reconnect(.after(delay)), "GOAWAY \(code); server refusing, reconnecting\(target)")
     }
 
     /// The response to a reason code from LOGIN_FAIL or ERROR (wire.md
@@ -685,7 +752,6 @@ struct LinkStateMachine<Random: RandomNumberGenerator> {
     private mutating func afterCode(
         _ code: WireCode,
         retryAfter: Duration?,
-        loginFailed: Bool,
         linkUpSince: (since: MonotonicInstant, now: MonotonicInstant)?
     ) -> (Next, String) {
         switch code {
@@ -697,13 +763,16 @@ struct LinkStateMachine<Random: RandomNumberGenerator> {
         case .tokenExpired:
             dropTokenOnNextAttempt = true
             rotation.startNewRound()
+            lastFailure = nil  // not a failure: a fresh token, at once
             return (.reconnect(.atOnce), "dropping the token, reconnecting at once")
         case .overloaded:
             rotation.startNewRound()
-            let delay = reconnectPolicy.overloaded(retryAfter: retryAfter, countsAsFailure: loginFailed, using: &random)
+            lastFailure = .serverOverloaded
+            let delay = reconnectPolicy.overloaded(retryAfter: retryAfter, using: &random)
             return (.reconnect(.after(delay)), "server overloaded")
         case .frameTooLarge where linkUpSince != nil:
             rotation.startNewRound()
+            lastFailure = nil  // our frame was too large, not the server's fault
             return (.reconnect(.atOnce), "reconnecting at once")
         default:
             guard let linkUpSince else { return afterAttemptFailure("backing off") }

@@ -34,6 +34,7 @@ import Testing
             [reconnect]
             base_ms = 100
             cap_ms = 2000
+            probe_ms = 250
             [limits]
             max_clients = 10
             max_sessions = 20
@@ -53,7 +54,7 @@ import Testing
         #expect(c.ipc.mode == 0o660 && c.ipc.adminGroup == "wheel")
         #expect(c.store.durability == .process)
         #expect(c.heartbeat.minSeconds == 1 && c.heartbeat.maxSeconds == 2)
-        #expect(c.reconnect.baseMS == 100 && c.reconnect.capMS == 2000)
+        #expect(c.reconnect.baseMS == 100 && c.reconnect.capMS == 2000 && c.reconnect.probeMS == 250)
         #expect(c.limits == .init(maxClients: 10, maxSessions: 20, maxPayloadBytes: 65536, outboxMessages: 30, inboxMessages: 40))
         #expect(c.logLevel == .debug && !c.watchNetwork && c.prometheusListen == "127.0.0.1:9464")
     }

@@ -4,6 +4,19 @@ import Testing
 @testable import imagentd
 
 @Suite struct HeartbeatPolicyTests {
+    /// Issue 11, finding 6: a server's HEARTBEAT_MS of 0 (or 1) must not make
+    /// the daemon PING in a loop; it means one PING a second at most.
+    @Test func tinyServerHeartbeat_isFlooredAtOneSecond() {
+        for ceiling: Duration in [.zero, .milliseconds(1), .milliseconds(999)] {
+            var harness = HeartbeatHarness(rtt: .milliseconds(1), serverCeiling: ceiling)
+            harness.run(for: .seconds(600))
+            #expect(harness.policy.interval == .seconds(1), "HEARTBEAT_MS \(ceiling)")
+            #expect(harness.pings.count <= 600, "HEARTBEAT_MS \(ceiling): \(harness.pings.count) PINGs in 10 minutes")
+            #expect(harness.pings.count >= 500, "the floor is an interval, not a stop")
+            #expect(harness.deaths.isEmpty)
+        }
+    }
+
     @Test func fastAndSlowPaths_getDifferentActiveIntervals() {
         var fast = HeartbeatHarness(rtt: .milliseconds(5))
         var slow = HeartbeatHarness(rtt: .milliseconds(400))

@@ -27,7 +27,7 @@ import Testing
 
         let resolved = machine.resolved(attempt, addresses: addresses, now: at(2))
         #expect(resolved.enteredPhase == .connecting(.tcp, a))
-        #expect(resolved.last == .connectTCP(attempt, addresses))
+        #expect(resolved.last == .connectTCP(attempt, addresses, timeout: .seconds(10)))
 
         let tcp = machine.tcpConnected(attempt, now: at(3))
         #expect(tcp.enteredPhase == .connecting(.hello, a), "no TLS configured")
@@ -89,7 +89,7 @@ import Testing
         #expect(retry.enteredPhase == .connecting(.token, a), "every round starts from the preferred endpoint")
     }
 
-    @Test func usesAGoawayRedirect_forTheNextAttemptOnly() {
+    @Test func usesAGoawayRedirect_forTheNextAttemptOnly() throws {
         var machine = makeMachine(endpoints: ["a.example:7000", "b.example:7000"])
         let attempt = connectedMachine(&machine, now: at(0))
         let redirect = Endpoint(parsing: "[2001:db8::7]:7443")!
@@ -98,14 +98,17 @@ import Testing
         #expect(goaway.last == .closeConnection(attempt, sendError: nil))
 
         let closed = machine.connectionClosed(attempt, reason: "closed by us", now: at(100))
-        #expect(closed.enteredPhase == .connecting(.token, redirect), "GOAWAY without RETRY_AFTER_MS: at once")
-        let redirected = closed.startedAttempt!
+        let floor = try #require(closed.armedTimer, "GOAWAY without RETRY_AFTER_MS: after the floor, not at once")
+        #expect(floor.deadline >= at(101) && floor.deadline <= at(102))
+        let retried = machine.backoffElapsed(floor.id, now: floor.deadline)
+        #expect(retried.enteredPhase == .connecting(.token, redirect))
+        let redirected = retried.startedAttempt!
         _ = machine.tokenObtained(redirected, now: at(100))
         let failed = machine.stageFailed(redirected, stage: .resolve, reason: "NXDOMAIN", now: at(101))
         #expect(failed.enteredPhase == .connecting(.token, a), "back to the configured endpoints, at once")
     }
 
-    @Test func goawayWithRetryAfter_waitsThatLong_withoutGrowingTheBackoff() {
+    @Test func goawayWithRetryAfter_waitsThatLong_andGrowsTheBackoff() {
         var machine = makeMachine()
         var actions = machine.start(now: at(0))
         // Two failed rounds grow the window to 8 s.
@@ -126,7 +129,7 @@ import Testing
             return
         }
         #expect(timer.deadline >= at(115) && timer.deadline <= at(116))
-        #expect(machine.reconnectPolicy.window == .seconds(8), "a GOAWAY is not a failure")
+        #expect(machine.reconnectPolicy.window == .seconds(16), "a GOAWAY is a refusal: the window grows")
     }
 
     @Test func tokenInvalid_dropsTheTokenAndBacksOff() {
@@ -303,18 +306,23 @@ import Testing
         #expect(machine.shutdown(now: at(6)).isIgnored)
     }
 
-    @Test func heartbeatTimeout_closesAndBacksOff_growingUnlessTheLinkWasStable() {
+    @Test func heartbeatTimeout_closesAndProbesAtOnce_withoutGrowingTheBackoff() throws {
         var machine = makeMachine(reconnect: ReconnectPolicy.Configuration(herdSpread: .seconds(1)))
         let attempt = connectedMachine(&machine, now: at(0))
         _ = machine.heartbeatTimedOut(attempt, now: at(10))
-        let backoff = machine.connectionClosed(attempt, reason: "closed by us", now: at(10)).armedTimer!
-        #expect(machine.reconnectPolicy.window == .seconds(4), "up 10 s: not stable, the window grew")
+        let closed = machine.connectionClosed(attempt, reason: "closed by us", now: at(10))
+        let probe = try #require(closed.startedAttempt, "a silent path: the next attempt starts at once")
+        #expect(machine.reconnectPolicy.window == .seconds(2), "up 10 s, found dead: the window did not grow")
+        #expect(machine.probing)
 
-        let next = machine.backoffElapsed(backoff.id, now: backoff.deadline).startedAttempt!
-        completeAttempt(next, on: &machine, now: at(20))
-        _ = machine.heartbeatTimedOut(next, now: at(60))
-        _ = machine.connectionClosed(next, reason: "closed by us", now: at(60))
-        #expect(machine.reconnectPolicy.window == .seconds(4), "up 40 s: stable, reset, then one step")
+        _ = machine.tokenObtained(probe, now: at(10))
+        let tcp = machine.resolved(probe, addresses: addresses, now: at(10))
+        guard case .connectTCP(probe, addresses, let timeout)? = tcp.last else {
+            Issue.record("the probe connects: \(tcp)")
+            return
+        }
+        #expect(timeout >= .seconds(1) && timeout <= .seconds(2), "a probe's TCP deadline is short")
+        #expect(tcp.armedTimer?.deadline == at(10) + timeout)
     }
 
     /// Thousands of random events, most of them wrong for the state they

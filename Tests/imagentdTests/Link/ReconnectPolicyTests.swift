@@ -55,35 +55,68 @@ import Testing
         #expect(policy.window == .seconds(4), "a stable link starts the table over")
     }
 
-    @Test func serverDirectedDelays_neitherGrowNorComeEarly() {
+    @Test func serverDirectedDelays_areObeyedWithinTheFloorAndTheCap_andGrowTheWindow() {
         var random = SplitMix64(seed: 9)
         var policy = ReconnectPolicy()
-        _ = policy.attemptFailed(using: &random)
-        let window = policy.window
-        #expect(policy.serverDirected(retryAfter: .zero, using: &random) == .atOnce)
         for _ in 0..<1_000 {
-            guard case .after(let delay) = policy.serverDirected(retryAfter: .seconds(5), using: &random) else {
-                Issue.record("a RETRY_AFTER_MS of 5 s must delay")
-                return
-            }
-            #expect(delay >= .seconds(5) && delay <= .seconds(6))
+            let delay = policy.serverDirected(retryAfter: .seconds(5), using: &random)
+            #expect(delay >= .seconds(5) && delay <= .seconds(6), "5 s + at most 20 % (1 s)")
         }
-        #expect(policy.window == window)
+        #expect(policy.window == .seconds(60), "a GOAWAY is a refusal: the window grew to the cap")
+
+        policy.reset()
+        for retryAfter: Duration? in [nil, .zero, .milliseconds(1)] {
+            let delay = policy.serverDirected(retryAfter: retryAfter, using: &random)
+            #expect(delay >= .seconds(1) && delay <= .seconds(2), "GOAWAY \(String(describing: retryAfter)): the floor, never at once")
+        }
     }
 
-    @Test func overloaded_honoursRetryAfterPlusJitter_andNeverGoesBelowBase() {
+    @Test func overloaded_honoursRetryAfterPlusBoundedJitter_withinTheFloorAndTheCap() {
         var random = SplitMix64(seed: 11)
         var policy = ReconnectPolicy()
+        var longest = Duration.zero
         for _ in 0..<1_000 {
-            let delay = policy.overloaded(retryAfter: .seconds(10), countsAsFailure: false, using: &random)
-            #expect(delay >= .seconds(10) && delay <= .seconds(12))
+            let delay = policy.overloaded(retryAfter: .seconds(10), using: &random)
+            #expect(delay >= .seconds(10) && delay <= .seconds(11), "10 s + at most 1 s, not 20 % of it")
+            longest = max(longest, delay)
         }
-        #expect(policy.window == .seconds(2), "an OVERLOADED GOAWAY is not a failure")
-        let short = policy.overloaded(retryAfter: .milliseconds(100), countsAsFailure: true, using: &random)
-        #expect(short >= .seconds(1))
-        #expect(policy.window == .seconds(4), "an OVERLOADED LOGIN_FAIL is")
-        let unspecified = policy.overloaded(retryAfter: nil, countsAsFailure: true, using: &random)
-        #expect(unspecified >= .seconds(1) && unspecified <= .seconds(4))
+        #expect(longest > .milliseconds(10_900), "the jitter is used")
+        #expect(policy.window == .seconds(60), "OVERLOADED grows the window")
+
+        policy.reset()
+        let short = policy.overloaded(retryAfter: .milliseconds(100), using: &random)
+        #expect(short >= .seconds(1) && short <= .milliseconds(1_200), "at least the floor")
+        let unspecified = policy.overloaded(retryAfter: nil, using: &random)
+        #expect(unspecified >= .seconds(1) && unspecified <= .seconds(4), "without RETRY_AFTER_MS: the backoff")
+
+        // A RETRY_AFTER_MS of 49.7 days (UInt32.max ms) parks the daemon for 15 minutes at most.
+        let parked = policy.overloaded(retryAfter: .milliseconds(Int64(UInt32.max)), using: &random)
+        #expect(parked >= .seconds(900) && parked <= .seconds(901))
+    }
+
+    @Test func aSilentPath_probesAtAShortJitteredInterval_andNeverGrowsTheWindow() {
+        var random = SplitMix64(seed: 13)
+        var policy = ReconnectPolicy()
+        _ = policy.attemptFailed(using: &random)
+        var deadlines: [Duration] = []
+        for _ in 0..<2_000 {
+            deadlines.append(policy.probeDeadline(using: &random))
+            policy.linkDiedSilently(upFor: .seconds(5))
+            let pause = policy.probePause(elapsed: deadlines.last!, deadline: deadlines.last!, using: &random)
+            #expect(pause >= .milliseconds(50) && pause <= .milliseconds(100), "after a probe's deadline: the short gap")
+        }
+        #expect(deadlines.allSatisfy { $0 >= .seconds(1) && $0 <= .seconds(2) })
+        #expect(deadlines.min()! < .milliseconds(1_050) && deadlines.max()! > .milliseconds(1_950), "jittered over the range")
+        #expect(policy.window == .seconds(4), "probing left the window where the refusal put it")
+
+        // A router's "unreachable" 10 ms into a 1.5 s probe: the next waits out the rest of a probe interval.
+        for _ in 0..<100 {
+            let early = policy.probePause(elapsed: .milliseconds(10), deadline: .milliseconds(1_500), using: &random)
+            #expect(early >= .milliseconds(990) && early <= .milliseconds(1_490))
+        }
+
+        policy.linkDiedSilently(upFor: .seconds(60))
+        #expect(policy.window == .seconds(2), "a stable link forgives the earlier refusal")
     }
 
     /// 10,000 agents lose their links at t = 0 (a server crash); the server

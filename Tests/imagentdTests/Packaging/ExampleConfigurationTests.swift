@@ -17,7 +17,7 @@ import Testing
         "ipc.socket", "ipc.mode", "ipc.group", "ipc.admin_group",
         "store.directory", "store.durability",
         "heartbeat.min_seconds", "heartbeat.max_seconds",
-        "reconnect.base_ms", "reconnect.cap_ms",
+        "reconnect.base_ms", "reconnect.cap_ms", "reconnect.probe_ms",
         "limits.max_clients", "limits.max_sessions", "limits.max_payload_bytes", "limits.outbox_messages",
         "limits.inbox_messages",
         "log.level", "network.watch", "metrics.prometheus_listen",

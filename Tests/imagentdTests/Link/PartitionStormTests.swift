@@ -1,3 +1,4 @@
+import IMAgentTestKit
 import IMLink
 import Testing
 

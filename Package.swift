@@ -187,7 +187,11 @@ let package = Package(
         // Vectors and the paho-mqtt cross-check script are read at test time, not bundled.
         .testTarget(
             name: "MQTT5Tests",
-            dependencies: ["MQTT5", .product(name: "NIOTestUtils", package: "swift-nio")],
+            dependencies: [
+                "MQTT5",
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOTestUtils", package: "swift-nio"),
+            ],
             exclude: ["vectors", "paho"]
         ),
         .testTarget(

@@ -3,17 +3,19 @@ import NIOCore
 /// CONNECT (§3.1): the first packet a client sends.
 ///
 /// ```
-/// +------+------------+-------------------+-----+-------+------------+------------+
-/// | 0x10 | Rem. Len.  | 00 04 'M' 'Q' 'T' 'T' | 05 | flags | Keep Alive | Properties |
-/// +------+------------+-------------------+-----+-------+------------+------------+
-///   flags: 7 User Name | 6 Password | 5 Will Retain | 4–3 Will QoS | 2 Will | 1 Clean Start | 0 reserved
+/// +------+-----------+-----------------------+------+-------+------------+------------+
+/// | 0x10 | Rem. Len. | 00 04 'M' 'Q' 'T' 'T' |  05  | flags | Keep Alive | Properties |
+/// +------+-----------+-----------------------+------+-------+------------+------------+
+///   flags: 7 User Name | 6 Password | 5 Will Retain | 4–3 Will QoS | 2 Will | 1 Clean Start | 0 reserved (0)
 ///
-/// Payload, in this order, each present only when its flag is set:
+/// Payload, in this order, each but the first present only when its flag is set:
 /// +-------------------+-----------------+------------+--------------+-----------+----------+
 /// | Client Identifier | Will Properties | Will Topic | Will Payload | User Name | Password |
 /// | (UTF-8)           |                 | (UTF-8)    | (Binary)     | (UTF-8)   | (Binary) |
 /// +-------------------+-----------------+------------+--------------+-----------+----------+
 /// ```
+///
+/// Only Protocol Version 5 is accepted; a Will Topic must be a valid Topic Name.
 public struct Connect: Hashable, Sendable {
     public struct Will: Hashable, Sendable {
         public var topic: String

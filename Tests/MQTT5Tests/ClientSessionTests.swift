@@ -103,7 +103,7 @@ import Testing
     @Test func aMessageAboveTheBrokersMaximumPacketSize_isRefusedAtOnce() throws {
         var session = Self.connected([Property(.maximumPacketSize, integer: 128)])
         let result = session.publish(topic: "t", payload: ByteBuffer(repeating: 1, count: 200), tag: 1)
-        #expect(result == .tooLarge(size: 208, limit: 128))
+        #expect(result == .tooLarge(size: 209, limit: 128))  // 1 + 2 (Remaining Length) + 3 + 2 + 1 + 200
         #expect(session.unacknowledgedCount == 0)
         #expect(Self.sentPublish(session.publish(topic: "t", payload: ByteBuffer(repeating: 1, count: 100), tag: 2)) != nil)
     }

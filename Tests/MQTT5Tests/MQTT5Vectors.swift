@@ -10,7 +10,7 @@ struct MQTT5Vectors {
         var bytes: [UInt8]
         var canonical: [UInt8]
         var maxPacketSize: Int
-        /// Field name → value as text; lists joined by ", "; empty fields left out.
+        /// Field name → value as text; lists joined by ", "; empty property lists and payloads left out.
         var decoded: [String: String]
     }
 
@@ -119,11 +119,11 @@ func vectorFields(of packet: Packet) -> [String: String] {
         fields["reason_code"] = code(disconnect.reasonCode)
         fields["properties"] = text(disconnect.properties)
     }
-    return fields.filter { !$0.value.isEmpty }
+    return fields
 }
 
-private func text(_ properties: Properties) -> String {
-    properties.entries.map { property in
+private func text(_ properties: Properties) -> String? {
+    properties.isEmpty ? nil : properties.entries.map { property in
         let value = switch property.value {
         case .byte(let value): "\(value)"
         case .twoByteInteger(let value): "\(value)"

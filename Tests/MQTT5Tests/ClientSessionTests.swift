@@ -108,6 +108,17 @@ import Testing
         #expect(Self.sentPublish(session.publish(topic: "t", payload: ByteBuffer(repeating: 1, count: 100), tag: 2)) != nil)
     }
 
+    @Test func aBrokerWithMaximumQoS0_takesNoQoS1Message() throws {
+        var session = Self.connected()
+        _ = try #require(Self.sentPublish(session.publish(topic: "t", payload: ByteBuffer(), tag: 1)))
+        _ = session.handle(.connectionLost)
+        _ = session.handle(.connected)
+        let actions = session.handle(Self.connack(sessionPresent: true, [Property(.maximumQoS, integer: 0)]))
+        #expect(actions.contains(.publishRefused(tag: 1, .qosNotSupported)))
+        #expect(session.publish(topic: "t", payload: ByteBuffer(), tag: 2) == .qosNotSupported)
+        #expect(session.unacknowledgedCount == 0)
+    }
+
     @Test func aFailurePuback_reportsTheRefusal() throws {
         var session = Self.connected()
         let sent = try #require(Self.sentPublish(session.publish(topic: "t", payload: ByteBuffer(), tag: 9)))

@@ -16,6 +16,10 @@ import NIOCore
 /// - the subscriptions, sent again whenever CONNACK says Session Present 0, or
 ///   when the previous SUBSCRIBE was never acknowledged.
 ///
+/// The codec is the same both ways, so rules that bind only the server are left
+/// to this layer; it does not refuse a server's DISCONNECT that carries a Session
+/// Expiry Interval [MQTT-3.14.2-2], it reports it.
+///
 /// Decisions where the standard leaves room: outbound messages are QoS 1 only
 /// (the contract), so a PUBLISH of QoS 2 from the broker is a protocol
 /// error; Session Present 1 is always accepted, because the daemon's session
@@ -94,6 +98,8 @@ public struct ClientSession: Sendable {
         case wouldBlock
         /// Larger than the broker's Maximum Packet Size: it can never be sent.
         case tooLarge(size: Int, limit: Int)
+        /// The broker's Maximum QoS is 0 [MQTT-3.2.2-11]: no message can be sent at QoS 1 on this connection.
+        case qosNotSupported
         case notConnected
     }
 
@@ -167,6 +173,7 @@ public struct ClientSession: Sendable {
         guard case .connected(let limits) = phase else { return .notConnected }
         var publish = Publish(topic: topic, qos: .atLeastOnce, packetIdentifier: 1, properties: properties, payload: payload)
         if let size = oversize(publish, limits: limits) { return .tooLarge(size: size, limit: limits.maximumPacketSize) }
+        guard limits.maximumQoS >= .atLeastOnce else { return .qosNotSupported }
         guard sentCount < limits.receiveMaximum else { return .wouldBlock }
         publish.packetIdentifier = allocatePacketIdentifier()
         inFlight.append(InFlight(tag: tag, packetIdentifier: publish.packetIdentifier, publish: publish, sent: true))
@@ -222,6 +229,9 @@ public struct ClientSession: Sendable {
             if oversize(inFlight[index].publish, limits: limits) != nil {
                 refused.append(index)
                 actions.append(.publishRefused(tag: inFlight[index].tag, .packetTooLarge))
+            } else if limits.maximumQoS < .atLeastOnce {
+                refused.append(index)
+                actions.append(.publishRefused(tag: inFlight[index].tag, .qosNotSupported))
             } else {
                 inFlight[index].publish.dup = connack.sessionPresent
             }

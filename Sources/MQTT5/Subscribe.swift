@@ -80,7 +80,7 @@ public struct Subscribe: Hashable, Sendable {
         }
         for subscription in subscriptions {
             guard Topic.isValidFilter(subscription.topicFilter) else {
-                throw .protocolViolation(.subscribe, section: "4.7.1", rule: "\"\(subscription.topicFilter)\" is not a valid Topic Filter")
+                throw .protocolViolation(.subscribe, section: subscription.topicFilter.hasPrefix("$share/") ? "4.8.2" : "4.7.1", rule: "\"\(subscription.topicFilter)\" is not a valid Topic Filter")
             }
             guard subscription.retainHandling < 3 else {
                 throw .protocolViolation(.subscribe, section: "3.8.3.1", rule: "Retain Handling 3 is reserved")

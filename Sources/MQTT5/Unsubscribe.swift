@@ -46,7 +46,7 @@ public struct Unsubscribe: Hashable, Sendable {
             throw .protocolViolation(.unsubscribe, section: "3.10.3", rule: "at least one Topic Filter is required [MQTT-3.10.3-2]")
         }
         for filter in topicFilters where !Topic.isValidFilter(filter) {
-            throw .protocolViolation(.unsubscribe, section: "4.7.1", rule: "\"\(filter)\" is not a valid Topic Filter")
+            throw .protocolViolation(.unsubscribe, section: filter.hasPrefix("$share/") ? "4.8.2" : "4.7.1", rule: "\"\(filter)\" is not a valid Topic Filter")
         }
     }
 }

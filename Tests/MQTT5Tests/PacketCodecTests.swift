@@ -116,10 +116,10 @@ import Testing
     }
 
     @Test func topicFilters_followTheWildcardRules() {
-        for valid in ["#", "+", "a/#", "a/+/b", "+/+", "/", "a//b", "$share/g/a/#", "sport/tennis/+"] {
+        for valid in ["#", "+", "a/#", "a/+/b", "+/+", "/", "a//b", "$share/g/a/#", "$share/g/#", "sport/tennis/+"] {
             #expect(Topic.isValidFilter(valid), "\(valid)")
         }
-        for invalid in ["", "a#", "a/#/b", "a+", "a/b+", "#/a", "++"] {
+        for invalid in ["", "a#", "a/#/b", "a+", "a/b+", "#/a", "++", "$share/g", "$share//a", "$share/+/a", "$share/g#/a", "$share/g/"] {
             #expect(!Topic.isValidFilter(invalid), "\(invalid)")
         }
         #expect(Topic.isValidName("a/b") && !Topic.isValidName("a/+") && !Topic.isValidName("#") && !Topic.isValidName(""))

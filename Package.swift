@@ -184,11 +184,15 @@ let package = Package(
             name: "IMLinkTests",
             dependencies: ["IMLink", .product(name: "NIOTestUtils", package: "swift-nio")]
         ),
-        // Vectors and the paho-mqtt cross-check script are read at test time, not bundled.
+        // Vectors and the paho-mqtt cross-check script are read at test time, not bundled;
+        // MosquittoInteropTests runs Debian's mosquitto (scripts/bootstrap installs it).
         .testTarget(
             name: "MQTT5Tests",
             dependencies: [
                 "MQTT5",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOTestUtils", package: "swift-nio"),
             ],

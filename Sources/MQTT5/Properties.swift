@@ -168,7 +168,7 @@ public struct Properties: Hashable, Sendable, ExpressibleByArrayLiteral {
     // MARK: Encoding
 
     /// Bytes the properties take after their length.
-    private var contentSize: Int {
+    var contentSize: Int {
         entries.reduce(0) { $0 + 1 + Self.valueSize($1.value) }
     }
 

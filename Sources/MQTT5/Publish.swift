@@ -30,6 +30,15 @@ public struct Publish: Hashable, Sendable {
         self.payload = payload
     }
 
+    /// Bytes the whole packet takes on the wire, fixed header included, computed
+    /// without encoding it (the Maximum Packet Size check before a send).
+    public var encodedSize: Int {
+        let properties = self.properties.contentSize
+        let body = 2 + topic.utf8.count + (qos == .atMostOnce ? 0 : 2)
+            + VariableByteInteger.size(of: UInt32(clamping: properties)) + properties + payload.readableBytes
+        return 1 + VariableByteInteger.size(of: UInt32(clamping: body)) + body
+    }
+
     var flags: UInt8 { (dup ? 0x08 : 0) | qos.rawValue << 1 | (retain ? 0x01 : 0) }
 
     init(flags: UInt8, reading reader: inout PacketReader) throws(MQTT5Error) {

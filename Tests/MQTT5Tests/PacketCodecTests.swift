@@ -47,6 +47,16 @@ import Testing
         #expect(buffer.readableBytes == 16)
     }
 
+    @Test func publishEncodedSize_isTheEncodedLength() throws {
+        var publishes = Self.vectorPackets.compactMap { if case .publish(let publish) = $0 { publish } else { nil } }
+        publishes.append(Publish(topic: "t", qos: .atLeastOnce, packetIdentifier: 1, properties: [.user("k", "v")],
+                                 payload: ByteBuffer(repeating: 7, count: 20_000)))
+        for publish in publishes {
+            let encoded = try Packet.publish(publish).encoded()
+            #expect(publish.encodedSize == encoded.readableBytes, "\(publish.topic)")
+        }
+    }
+
     @Test func aLargePayload_getsAFourByteRemainingLength() throws {
         let payload = ByteBuffer(repeating: 0x5A, count: 2_097_152)
         let bytes = try Packet.publish(Publish(topic: "t", payload: payload)).encoded()

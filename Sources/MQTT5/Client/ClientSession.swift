@@ -319,8 +319,8 @@ public struct ClientSession: Sendable {
     /// The packet's size if it is above the broker's Maximum Packet Size, else nil.
     /// Measured without a topic alias, the largest form the message can take.
     private func oversize(_ publish: Publish, limits: BrokerLimits) -> Int? {
-        guard let bytes = try? Packet.publish(publish).encoded() else { return Packet.largestSize + 1 }
-        return bytes.readableBytes > limits.maximumPacketSize ? bytes.readableBytes : nil
+        let size = publish.encodedSize
+        return size > limits.maximumPacketSize ? size : nil
     }
 
     /// The publish as it goes on this connection: the topic replaced by its alias when one is set, or

@@ -166,6 +166,8 @@ import Testing
         #expect(resent.map { String(buffer: $0.payload) } == ["1", "2"])
         #expect(resent.allSatisfy { !$0.dup })
         #expect(actions.contains(.publishRefused(tag: 4, .packetTooLarge)))
+        // A new message waits behind the held one: order is kept.
+        #expect(session.publish(topic: "t", payload: ByteBuffer(string: "5"), tag: 5) == .wouldBlock)
         // The third goes when the first is acknowledged.
         let next = session.handle(.received(.puback(PublishAck(packetIdentifier: resent[0].packetIdentifier))))
         #expect(next.first == .published(tag: 1))

@@ -174,6 +174,7 @@ public struct ClientSession: Sendable {
         var publish = Publish(topic: topic, qos: .atLeastOnce, packetIdentifier: 1, properties: properties, payload: payload)
         if let size = oversize(publish, limits: limits) { return .tooLarge(size: size, limit: limits.maximumPacketSize) }
         guard limits.maximumQoS >= .atLeastOnce else { return .qosNotSupported }
+        // Held messages fill every free slot (sendWaiting), so a new one never overtakes them.
         guard sentCount < limits.receiveMaximum else { return .wouldBlock }
         publish.packetIdentifier = allocatePacketIdentifier()
         inFlight.append(InFlight(tag: tag, packetIdentifier: publish.packetIdentifier, publish: publish, sent: true))

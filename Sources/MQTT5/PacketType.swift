@@ -21,7 +21,7 @@ public enum PacketType: UInt8, Hashable, Sendable, CustomStringConvertible {
         switch self {
         case .publish: nil
         case .pubrel, .subscribe, .unsubscribe: 0b0010
-        default: 0
+        case .connect, .connack, .puback, .pubrec, .pubcomp, .suback, .unsuback, .pingreq, .pingresp, .disconnect, .auth: 0
         }
     }
 

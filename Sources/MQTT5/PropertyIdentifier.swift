@@ -110,8 +110,11 @@ public enum PropertyIdentifier: UInt8, Hashable, Sendable, CaseIterable {
             value != 0
         case .subscriptionIdentifier:
             (1...VariableByteInteger.max).contains(value)
-        default:
+        case .messageExpiryInterval, .sessionExpiryInterval, .serverKeepAlive, .willDelayInterval, .topicAliasMaximum:
             true
+        case .contentType, .responseTopic, .correlationData, .assignedClientIdentifier, .authenticationMethod,
+             .authenticationData, .responseInformation, .serverReference, .reasonString, .userProperty:
+            true  // not integers; never asked
         }
     }
 }

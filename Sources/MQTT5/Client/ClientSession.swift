@@ -291,11 +291,11 @@ public struct ClientSession: Sendable {
         }
         pendingSubscribe = nil
         subscriptionsConfirmed = true
+        // SUBACK's only codes below 0x80 are Granted QoS 0, 1 and 2 (§3.9.3), whose values are the QoS.
         return zip(configuration.subscriptions, ack.reasonCodes).map { subscription, code in
-            switch code {
-            case .grantedQoS0, .grantedQoS1, .grantedQoS2:
-                .subscribed(filter: subscription.topicFilter, granted: QoS(rawValue: code.rawValue)!)
-            default:
+            if !code.isFailure, let granted = QoS(rawValue: code.rawValue) {
+                .subscribed(filter: subscription.topicFilter, granted: granted)
+            } else {
                 .subscriptionRefused(filter: subscription.topicFilter, code)
             }
         }

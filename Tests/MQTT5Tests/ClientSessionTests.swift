@@ -192,6 +192,14 @@ import Testing
         #expect(resent.map(\.topic) == ["a", "", "b"])
     }
 
+    @Test func aTopicAliasThatWouldPassTheMaximumPacketSize_isNotUsed() throws {
+        // "t" with 1 byte of payload at QoS 1 is 9 bytes; with a Topic Alias property, 12.
+        var session = Self.connected([Property(.topicAliasMaximum, integer: 4), Property(.maximumPacketSize, integer: 9)])
+        let sent = try #require(Self.sentPublish(session.publish(topic: "t", payload: ByteBuffer(string: "x"), tag: 1)))
+        #expect(sent.topic == "t" && sent.properties.isEmpty)
+        #expect(sent.encodedSize == 9)
+    }
+
     @Test func theServersKeepAlive_replacesOurs() {
         let session = Self.connected([Property(.serverKeepAlive, integer: 10)])
         #expect(session.keepAlive == 10)

@@ -318,26 +318,26 @@ public struct ClientSession: Sendable {
     }
 
     /// The packet's size if it is above the broker's Maximum Packet Size, else nil.
-    /// Measured without a topic alias, the largest form the message can take.
+    /// Measured in the form without a topic alias, which `aliased` falls back to.
     private func oversize(_ publish: Publish, limits: BrokerLimits) -> Int? {
         let size = publish.encodedSize
         return size > limits.maximumPacketSize ? size : nil
     }
 
     /// The publish as it goes on this connection: the topic replaced by its alias when one is set, or
-    /// a new alias set while the broker's Topic Alias Maximum leaves room.
+    /// a new alias set while the broker's Topic Alias Maximum leaves room. A Topic Alias property
+    /// adds 3 bytes, so an aliased form that would pass the Maximum Packet Size is not used.
     private mutating func aliased(_ publish: Publish, limits: BrokerLimits) -> Publish {
         guard limits.topicAliasMaximum > 0 else { return publish }
-        var publish = publish
-        if let alias = outboundAliases[publish.topic] {
-            publish.properties.set(Property(.topicAlias, integer: UInt32(alias)))
-            publish.topic = ""
-        } else if outboundAliases.count < limits.topicAliasMaximum {
-            let alias = UInt16(outboundAliases.count + 1)
-            outboundAliases[publish.topic] = alias
-            publish.properties.set(Property(.topicAlias, integer: UInt32(alias)))
-        }
-        return publish
+        var aliased = publish
+        let known = outboundAliases[publish.topic]
+        guard let alias = known ?? (outboundAliases.count < limits.topicAliasMaximum ? UInt16(outboundAliases.count + 1) : nil)
+        else { return publish }
+        aliased.properties.set(Property(.topicAlias, integer: UInt32(alias)))
+        if known != nil { aliased.topic = "" }
+        guard aliased.encodedSize <= limits.maximumPacketSize else { return publish }
+        outboundAliases[publish.topic] = alias
+        return aliased
     }
 
     private mutating func allocatePacketIdentifier() -> UInt16 {

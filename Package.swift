@@ -15,9 +15,11 @@ let package = Package(
         .executable(name: "imagent-example", targets: ["imagent-example"]),
         .executable(name: "fuzz-imlink", targets: ["fuzz-imlink"]),
         .executable(name: "fuzz-ipc", targets: ["fuzz-ipc"]),
+        .executable(name: "fuzz-mqtt5", targets: ["fuzz-mqtt5"]),
         .library(name: "IMLink", targets: ["IMLink"]),
         .library(name: "AgentIPC", targets: ["AgentIPC"]),
         .library(name: "AgentStore", targets: ["AgentStore"]),
+        .library(name: "MQTT5", targets: ["MQTT5"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -50,6 +52,8 @@ let package = Package(
             name: "IMLink",
             dependencies: ["CCRC32C", "CZlib", .product(name: "NIOCore", package: "swift-nio")]
         ),
+        // The MQTT 5.0 packet codec for the MQTT upstream (issue 14).
+        .target(name: "MQTT5", dependencies: [.product(name: "NIOCore", package: "swift-nio")]),
         .target(
             name: "AgentIPC",
             dependencies: [
@@ -181,10 +185,29 @@ let package = Package(
             dependencies: ["AgentIPC", "FuzzReplay", .product(name: "NIOCore", package: "swift-nio")],
             path: "fuzz/ipc"
         ),
+        .executableTarget(
+            name: "fuzz-mqtt5",
+            dependencies: ["MQTT5", "FuzzReplay", .product(name: "NIOCore", package: "swift-nio")],
+            path: "fuzz/mqtt5"
+        ),
 
         .testTarget(
             name: "IMLinkTests",
             dependencies: ["IMLink", .product(name: "NIOTestUtils", package: "swift-nio")]
+        ),
+        // Vectors and the paho-mqtt cross-check script are read at test time, not bundled;
+        // MosquittoInteropTests runs Debian's mosquitto (scripts/bootstrap installs it).
+        .testTarget(
+            name: "MQTT5Tests",
+            dependencies: [
+                "MQTT5",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOTestUtils", package: "swift-nio"),
+            ],
+            exclude: ["vectors", "paho"]
         ),
         .testTarget(
             name: "AgentIPCTests",

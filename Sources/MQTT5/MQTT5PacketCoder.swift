@@ -1,0 +1,39 @@
+import NIOCore
+
+/// Turns inbound bytes into `Packet`s on a channel, one per call.
+///
+/// `maxPacketSize` is the Maximum Packet Size this side announced in CONNECT;
+/// a larger packet is refused from its fixed header (§3.1.2.11.4).
+public struct MQTT5PacketDecoder: NIOSingleStepByteToMessageDecoder {
+    public typealias InboundOut = Packet
+
+    public var maxPacketSize: Int
+
+    public init(maxPacketSize: Int = Packet.largestSize) {
+        self.maxPacketSize = maxPacketSize
+    }
+
+    public mutating func decode(buffer: inout ByteBuffer) throws -> Packet? {
+        try PacketParser.parse(&buffer, maxPacketSize: maxPacketSize)
+    }
+
+    public mutating func decodeLast(buffer: inout ByteBuffer, seenEOF: Bool) throws -> Packet? {
+        try decode(buffer: &buffer)
+    }
+}
+
+/// Writes outbound `Packet`s to a channel, refusing one above the broker's
+/// Maximum Packet Size (from CONNACK) rather than sending it.
+public struct MQTT5PacketEncoder: MessageToByteEncoder {
+    public typealias OutboundIn = Packet
+
+    public var maxPacketSize: Int
+
+    public init(maxPacketSize: Int = Packet.largestSize) {
+        self.maxPacketSize = maxPacketSize
+    }
+
+    public func encode(data: Packet, out: inout ByteBuffer) throws {
+        try data.encode(into: &out, maxPacketSize: maxPacketSize)
+    }
+}

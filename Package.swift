@@ -200,6 +200,7 @@ let package = Package(
         .testTarget(
             name: "MQTT5Tests",
             dependencies: [
+                "IMAgentTestKit",
                 "MQTT5",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

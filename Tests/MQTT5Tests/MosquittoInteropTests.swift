@@ -1,4 +1,5 @@
 import Foundation
+import IMAgentTestKit
 import MQTT5
 import NIOConcurrencyHelpers
 import NIOCore
@@ -99,7 +100,7 @@ import Glibc
 
 /// A mosquitto process on a Unix socket in its own temporary directory.
 struct Mosquitto {
-    let pid: pid_t
+    let process: ChildProcess
     let directory: String
     var socketPath: String { directory + "/mqtt.sock" }
 
@@ -108,27 +109,20 @@ struct Mosquitto {
         guard access(executable, X_OK) == 0 else {
             throw TestFailure("\(executable) is missing: run scripts/bootstrap (it installs Debian's mosquitto)")
         }
-        var template = Array((FileManager.default.temporaryDirectory.path + "/mosquitto-\(getpid())-XXXXXX").utf8CString)
-        guard let made = mkdtemp(&template) else { throw TestFailure("mkdtemp failed") }
-        let directory = String(cString: made)
+        let directory = try makeTemporaryDirectory(prefix: "mosquitto-\(getpid())")
         let configuration = directory + "/mosquitto.conf"
         // mosquitto 2.x: port 0 with a path is a Unix-socket listener; `user root` keeps it from
         // switching to a user that could not create the socket in this directory.
-        try """
+        try writeFile(configuration, """
             listener 0 \(directory)/mqtt.sock
             allow_anonymous true
             persistence false
             user root
             log_dest file \(directory)/mosquitto.log
             \(extraConfiguration)
-            """.write(toFile: configuration, atomically: true, encoding: .utf8)
-        let argv = [executable, "-c", configuration]
-        let cArguments = argv.map { strdup($0) } + [nil]
-        defer { cArguments.forEach { free($0) } }
-        var pid: pid_t = 0
-        let result = posix_spawn(&pid, executable, nil, nil, cArguments, environ)
-        guard result == 0 else { throw TestFailure("posix_spawn mosquitto: \(result)") }
-        let broker = Mosquitto(pid: pid, directory: directory)
+            """)
+        let process = try ChildProcess(executable: executable, arguments: ["-c", configuration], stdout: .null, stderr: .null)
+        let broker = Mosquitto(process: process, directory: directory)
         for _ in 0..<500 where access(broker.socketPath, F_OK) != 0 {
             usleep(10_000)
         }
@@ -140,18 +134,13 @@ struct Mosquitto {
     }
 
     func stop() {
-        kill(pid, SIGTERM)
-        var status: Int32 = 0
-        var ended = false
-        for _ in 0..<300 where !ended {
-            ended = waitpid(pid, &status, WNOHANG) == pid
-            if !ended { usleep(10_000) }
+        process.terminate()
+        for _ in 0..<300 where process.isRunning { usleep(10_000) }
+        if process.isRunning {
+            process.signal(SIGKILL)
+            process.waitUntilExit()
         }
-        if !ended {
-            kill(pid, SIGKILL)
-            waitpid(pid, &status, 0)
-        }
-        try? FileManager.default.removeItem(atPath: directory)
+        removeTree(directory)
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import IMAgentTestKit
 import MQTT5
 import NIOCore
 import Testing
@@ -83,30 +84,22 @@ import Glibc
     }
 }
 
-/// Runs the script under `timeout`, spawned with posix_spawn (not Foundation's
-/// Process), its output going to a temporary file.
+/// Runs the script (at most 60 s), its output collected.
 private func runPahoScript() -> String {
     let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
     let script = directory.appendingPathComponent("paho/encode_with_paho.py").path
     let output = FileManager.default.temporaryDirectory.appendingPathComponent("paho-\(getpid()).out").path
     defer { unlink(output) }
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-    let argv = ["timeout", "60", "python3", script]
-    let cArguments = argv.map { strdup($0) } + [nil]
-    defer { cArguments.forEach { free($0) } }
-    var pid: pid_t = 0
-    guard posix_spawnp(&pid, "timeout", &actions, nil, cArguments, environ) == 0 else {
-        Issue.record("cannot start python3")
+    do {
+        let process = try ChildProcess(executable: "/usr/bin/timeout", arguments: ["60", "/usr/bin/env", "python3", script],
+                                       stdout: .file(output))
+        process.waitUntilExit()
+        if process.terminationReason != .exit || process.terminationStatus != 0 {
+            Issue.record("\(script) ended with \(process.terminationStatus) (is paho-mqtt installed? scripts/bootstrap installs it)")
+        }
+    } catch {
+        Issue.record("cannot start python3: \(error)")
         return ""
     }
-    var status: Int32 = 0
-    while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-    let exited = status & 0x7F == 0 ? (status >> 8) & 0xFF : -1
-    if exited != 0 {
-        Issue.record("\(script) exited with \(exited) (is paho-mqtt installed? scripts/bootstrap installs it)")
-    }
-    return (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
+    return readFile(output) ?? ""
 }

@@ -54,6 +54,7 @@ final class DaemonProcess {
             try writeFile(directory + "/imagentd.toml", """
                 [server]
                 endpoints = ["\(serverAddress)"]
+                tls = false
                 agent_id = "imagent-bench-daemon"
                 [auth]
                 token_file = "\(directory)/token"

@@ -40,6 +40,7 @@ final class RealDaemon: @unchecked Sendable {
         try """
             [server]
             endpoints = ["\(server.address)"]
+            tls = false
             agent_id = "real-daemon-test"
             [auth]
             token_file = "\(tokenFile)"

@@ -90,6 +90,7 @@ final class Cluster: @unchecked Sendable {
         try """
             [server]
             endpoints = ["\(endpoint)"]
+            tls = false
             agent_id = "imagent-chaos"
             [auth]
             token_file = "\(directory)/token"

@@ -84,9 +84,10 @@ final class DaemonCore: IPCRequestHandler {
         case .ping:
             client.reply(to: request, .pong(.init()))
         case .status:
-            client.reply(to: request, .result(.init(json: statusJSON())))
+            // Other users' totals are an admin's business; everyone sees the link and their own sessions.
+            client.reply(to: request, .result(.init(json: statusJSON(owner: client.isAdmin ? nil : client.peer.uid))))
         case .metrics:
-            client.reply(to: request, .result(.init(json: metricsJSON())))
+            client.reply(to: request, .result(.init(json: metricsJSON(owner: client.isAdmin ? nil : client.peer.uid))))
         case .sessions:
             client.reply(to: request, .result(.init(json: sessions.sessionsJSON(for: client))))
         case .watch:
@@ -197,7 +198,7 @@ final class DaemonCore: IPCRequestHandler {
     /// EVENT `"event":"session"` to WATCH subscribers: the session's owner and admins only,
     /// as SESSIONS shows another user's sessions to admins only.
     func sessionChanged(_ change: SessionChange) {
-        let watchers = clients.values.filter { $0.watching && ($0.isAdmin || $0.peer.uid == change.owner) }
+        let watchers = clients.values.filter { $0.watching && ($0.peer.uid == change.owner || $0.isAdmin) }
         guard !watchers.isEmpty else { return }
         var event = JSONWriter()
         event.beginObject()
@@ -225,7 +226,9 @@ final class DaemonCore: IPCRequestHandler {
         return (size(path), size(path + "-wal"))
     }
 
-    func statusJSON() -> String {
+    /// `owner` nil: the whole daemon (root and the admin group); a uid: the
+    /// link and that uid's own sessions only.
+    func statusJSON(owner: UInt32? = nil) -> String {
         let now = WallClock.nowMS()
         var json = JSONWriter()
         json.beginObject()
@@ -245,14 +248,19 @@ final class DaemonCore: IPCRequestHandler {
         json.field("version", Self.version)
         json.field("pid", Int(getpid()))
         json.field("uptime_s", (now - startedAt) / 1000)
-        json.field("clients", clients.count)
+        if owner == nil { json.field("clients", clients.count) }
         json.endObject()
         json.beginObject("sessions")
-        let counts = sessions.counts
+        let counts = owner.map(sessions.counts(owner:)) ?? sessions.counts
+        if let owner { json.field("owner", owner) }
         json.field("count", counts.sessions)
         json.field("outbox", counts.outbox)
         json.field("inbox", counts.inbox)
         json.endObject()
+        guard owner == nil else {
+            json.endObject()
+            return json.text
+        }
         let files = storeFileSizes
         json.beginObject("store")
         json.field("path", SQLiteSessionPersistence.path(inDirectory: configuration.store.directory))
@@ -263,27 +271,30 @@ final class DaemonCore: IPCRequestHandler {
         return json.text
     }
 
-    func metricsJSON() -> String {
+    /// `owner` as in `statusJSON(owner:)`.
+    func metricsJSON(owner: UInt32? = nil) -> String {
         var json = JSONWriter()
         json.beginObject()
         json.beginObject("counters")
         json.field("link_attempts_total", linkStatus.attempts)
         json.field("link_reconnects_total", linkStatus.reconnectCount)
-        json.field("messages_expired_total", sessions.expiredTotal)
+        if owner == nil { json.field("messages_expired_total", sessions.expiredTotal) }
         json.endObject()
         json.beginObject("gauges")
         json.field("link_connected", linkStatus.state == "connected" ? 1 : 0)
-        json.field("ipc_clients", clients.count)
+        if owner == nil { json.field("ipc_clients", clients.count) }
         json.field("link_rtt_ms", linkStatus.smoothedRTT.map(\.milliseconds) ?? 0)
         json.field("heartbeat_interval_s", linkStatus.heartbeatInterval.map(\.seconds) ?? 0)
-        // Queue depths and the store's size (design.md, Observability).
-        let counts = sessions.counts
+        // Queue depths and the store's size (design.md, Observability); a non-admin's own queues only.
+        let counts = owner.map(sessions.counts(owner:)) ?? sessions.counts
         json.field("sessions", counts.sessions)
         json.field("outbox_messages", counts.outbox)
         json.field("inbox_messages", counts.inbox)
-        let files = storeFileSizes
-        json.field("store_db_bytes", files.database)
-        json.field("store_wal_bytes", files.wal)
+        if owner == nil {
+            let files = storeFileSizes
+            json.field("store_db_bytes", files.database)
+            json.field("store_wal_bytes", files.wal)
+        }
         json.endObject()
         json.endObject()
         return json.text

@@ -83,7 +83,7 @@ struct IMAgentDaemon {
                 return
             } catch {
                 printError("\(error)")
-                throw DaemonExit(status: 1)
+                throw DaemonExit(status: 78)  // EX_CONFIG, as a start on this file would exit
             }
         }
 

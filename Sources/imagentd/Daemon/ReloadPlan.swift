@@ -30,6 +30,8 @@ struct ReloadPlan {
         restart("heartbeat", \.heartbeat)
         restart("reconnect", \.reconnect)
         restart("limits.max_sessions", \.limits.maxSessions)
+        restart("limits.max_clients_per_uid", \.limits.maxClientsPerUID)
+        restart("limits.max_sessions_per_uid", \.limits.maxSessionsPerUID)
         restart("limits.max_payload_bytes", \.limits.maxPayloadBytes)
         restart("network.watch", \.watchNetwork)
         restart("metrics", \.prometheusListen)

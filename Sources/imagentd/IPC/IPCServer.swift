@@ -13,6 +13,9 @@ final class IPCServer: Sendable {
         var group: String
         var adminGroup: String
         var maxPayload: UInt32
+        /// Connections counted from accept: all users (`max_clients`) and per uid.
+        var maxConnections: Int
+        var maxConnectionsPerUID: Int
         /// A listening socket passed by systemd (`LISTEN_FDS`); nil: bind `socketPath`.
         var adoptedDescriptor: CInt?
     }
@@ -32,6 +35,10 @@ final class IPCServer: Sendable {
                       logger: Logger) async throws -> IPCServer {
         let policy = AdminPolicy(adminGroup: settings.adminGroup)
         let nextID = try await eventLoop.submit { NIOLoopBoundBox<UInt64>(0, eventLoop: eventLoop) }.get()
+        let total = ConnectionLimits.effectiveTotal(configured: settings.maxConnections)
+        let limits = try await eventLoop.submit {
+            NIOLoopBoundBox(ConnectionLimits(total: total, perUID: settings.maxConnectionsPerUID), eventLoop: eventLoop)
+        }.get()
         let bootstrap = ServerBootstrap(group: eventLoop)
             .serverChannelOption(.backlog, value: 256)
             .childChannelOption(.writeBufferWaterMark, value: .init(low: 64 << 10, high: 1 << 20))
@@ -42,8 +49,13 @@ final class IPCServer: Sendable {
             .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 256, maximum: 65_536))
             .childChannelInitializer { channel in
                 PeerCredentials.of(channel).flatMapThrowing { peer in
+                    if let refusal = limits.value.admit(uid: peer.uid) {
+                        try refuse(channel, refusal)
+                        return
+                    }
+                    channel.closeFuture.whenComplete { _ in limits.value.release(uid: peer.uid) }
                     nextID.value += 1
-                    let client = IPCClientConnection(id: nextID.value, peer: peer, isAdmin: policy.isAdmin(peer), channel: channel)
+                    let client = IPCClientConnection(id: nextID.value, peer: peer, policy: policy, channel: channel)
                     let handlers: [ChannelHandler] = [
                         ByteToMessageHandler(IPCServerFrameDecoder(maxPayload: settings.maxPayload, client: client)),
                         MessageToByteHandler(IPCFrameEncoder()),
@@ -65,6 +77,14 @@ final class IPCServer: Sendable {
         }
         logger.info("serving IPC", metadata: ["socket": "\(settings.socketPath)"])
         return IPCServer(channel: channel, socketPath: settings.socketPath, ownsSocketFile: true)
+    }
+
+    /// A connection beyond the limits: one ERROR LIMIT_REACHED and closed at
+    /// once, before it holds any buffer or timer.
+    private static func refuse(_ channel: Channel, _ text: String) throws {
+        try channel.pipeline.syncOperations.addHandler(MessageToByteHandler(IPCFrameEncoder()))
+        let frame = IPCFrame(request: 0, message: .error(.init(code: .limitReached, message: text)))
+        channel.writeAndFlush(frame).whenComplete { _ in channel.close(promise: nil) }
     }
 
     /// Stops accepting; connected clients are closed by the daemon.

@@ -18,7 +18,8 @@ struct TrustBoundaryTests {
         environment["NOTIFY_SOCKET"] = nil
         process.environment = environment
         try process.run()
-        for _ in 0..<400 where (try? RawIPCSocket(path: setup.socketPath)) == nil && process.isRunning {
+        for _ in 0..<400 {
+            if (try? RawIPCSocket(path: setup.socketPath)) != nil || !process.isRunning { break }
             try await Task.sleep(for: .milliseconds(25))
         }
         return process

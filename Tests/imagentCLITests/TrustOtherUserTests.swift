@@ -33,23 +33,26 @@ struct TrustOtherUserTests {
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
         held, attempts, connected, errors, refusals = [], 0, 0, {}, 0
         end = time.monotonic() + seconds
-        while attempts < count and time.monotonic() < end:
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        def let_go():  # our own descriptors ran out: close the oldest
+            global held
+            for old in held[:1000]: old.close()
+            held = held[1000:]
+        while connected < count and time.monotonic() < end:
+            try:
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            except OSError:
+                let_go(); continue
             s.setblocking(False)
             try:
                 s.connect(path)
                 connected += 1
                 held.append(s)
-            except BlockingIOError:
-                s.close(); time.sleep(0.0005); continue
+            except BlockingIOError:  # the accept queue is full: again
+                s.close(); continue
             except OSError as e:
                 s.close(); errors[e.strerror] = errors.get(e.strerror, 0) + 1
-                if e.errno == 24:  # our own descriptors: let go of the oldest
-                    for old in held[:1000]: old.close()
-                    held = held[1000:]
-                continue
-            finally:
-                attempts += 1
+                if e.errno == 24: let_go()
+            attempts += 1
         time.sleep(0.5)
         open_now = 0
         for s in held:
@@ -68,13 +71,17 @@ struct TrustOtherUserTests {
         try await withRealDaemon(socketMode: "0666") { daemon in
             #expect(chmod(daemon.directory, 0o711) == 0)
             _ = try await daemon.waitForLink("connected")
-            async let flood = setpriv(["--clear-groups"], [pythonPath, "-c", Self.flooder, daemon.socketPath, "20000", "30"],
-                                      limit: .seconds(60))
-            // The owner's `imagent status` answers within 1 s throughout.
+            let done = FloodDone()
+            let flood = Task {
+                defer { Task { await done.finish() } }
+                return try await setpriv(["--clear-groups"], [pythonPath, "-c", Self.flooder, daemon.socketPath, "20000", "60"],
+                                         limit: .seconds(90))
+            }
+            // The owner's `imagent status` answers within 1 s for as long as the flood lasts.
             var slowest = Duration.zero
             var answered = 0
-            let until = ContinuousClock.now + .seconds(6)
-            while ContinuousClock.now < until {
+            let floodStart = ContinuousClock.now
+            while await !done.value, ContinuousClock.now - floodStart < .seconds(80) {
                 let start = ContinuousClock.now
                 let status = try await daemon.imagent(["status", "--json"])
                 let took = ContinuousClock.now - start
@@ -83,12 +90,13 @@ struct TrustOtherUserTests {
                 answered += 1
                 try await Task.sleep(for: .milliseconds(100))
             }
-            let result = try await flood
-            print("20,000 connections as uid 65534: \(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)); "
+            let result = try await flood.value
+            print("20,000 connections as uid 65534 in \(ContinuousClock.now - floodStart): \(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) \(result.stderr.suffix(600)); "
                   + "owner's status: \(answered) answers, slowest \(slowest)")
+            #expect(answered >= 3, "the owner asked while the flood lasted")
             #expect(slowest < .seconds(1), "the owner's status took \(slowest)")
             let report = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
-            #expect((report?["attempts"] as? Int ?? 0) >= 20_000, "\(result.stdout) \(result.stderr)")
+            #expect((report?["connected"] as? Int ?? 0) >= 20_000, "\(result.stdout) \(result.stderr)")
             #expect((report?["still_open"] as? Int ?? .max) <= 64, "the daemon kept more than max_clients_per_uid: \(result.stdout)")
             #expect((report?["limit_reached"] as? Int ?? 0) > 0, "refused connections are told why: \(result.stdout)")
             // And the daemon still serves, with descriptors to spare.
@@ -157,4 +165,10 @@ struct TrustOtherUserTests {
             #expect(member.status == 0, "\(member.stderr)")
         }
     }
+}
+
+/// Set once the flooding process has ended.
+private actor FloodDone {
+    private(set) var value = false
+    func finish() { value = true }
 }

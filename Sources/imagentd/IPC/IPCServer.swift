@@ -40,7 +40,11 @@ final class IPCServer: Sendable {
             NIOLoopBoundBox(ConnectionLimits(total: total, perUID: settings.maxConnectionsPerUID), eventLoop: eventLoop)
         }.get()
         let bootstrap = ServerBootstrap(group: eventLoop)
+            // The accept queue is drained many at a time, so a flood of connections from one
+            // user is accepted and refused quickly and others' connects soon find room. It stays
+            // short: a connect queued behind thousands would wait for all of them.
             .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.maxMessagesPerRead, value: 64)
             .childChannelOption(.writeBufferWaterMark, value: .init(low: 64 << 10, high: 1 << 20))
             // Each channel keeps its receive buffer for the next read. NIO's default
             // starts it at 2 KiB, which every idle client then holds for a few

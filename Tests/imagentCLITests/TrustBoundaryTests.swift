@@ -141,6 +141,42 @@ struct TrustBoundaryTests {
         try? await targetServer.stop()
     }
 
+    @Test func aClientThatStopsReading_isClosedAfterItsLastError_withinTheBound() async throws {
+        try await withRealDaemon { daemon in
+            let observer = try await IPCClient.connect(socketPath: daemon.socketPath, clientName: "observer")
+            let stalled = try RawIPCSocket(path: daemon.socketPath)
+            #expect(stalled.write(RawIPCSocket.hello()))
+            guard case .frame(let welcome) = stalled.read() else {
+                Issue.record("no WELCOME")
+                return
+            }
+            #expect(welcome.op == 0x8001)
+            // Thousands of STATUS requests it never reads the answers to: far more than the socket
+            // buffers hold, well below the 8 MiB after which the daemon drops a client anyway.
+            var requests: [UInt8] = []
+            for request in 2..<3_000 { requests += RawIPCSocket.frame(op: 0x0010, request: UInt32(request)) }
+            #expect(stalled.write(requests))
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(try await clients(observer) == 2)
+            // A protocol violation: the daemon's last ERROR cannot leave, yet the connection must go.
+            #expect(stalled.write(RawIPCSocket.hello(request: 9_999)))
+            let start = ContinuousClock.now
+            while try await clients(observer) > 1, ContinuousClock.now - start < .seconds(10) {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            let took = ContinuousClock.now - start
+            print("a client that stopped reading was closed \(took) after its protocol error")
+            #expect(try await clients(observer) == 1)
+            #expect(took < .seconds(5))
+            await observer.close()
+        }
+    }
+
+    private func clients(_ client: IPCClient) async throws -> Int {
+        let status = try JSONSerialization.jsonObject(with: Data(try await client.status().utf8)) as? [String: Any]
+        return (status?["daemon"] as? [String: Any])?["clients"] as? Int ?? -1
+    }
+
     private func logins(_ server: RefServer) async throws -> Int {
         let stats = await server.execute(line: "stats")
         let json = stats.drop { $0 != "{" }

@@ -47,8 +47,8 @@ struct SessionClient: Hashable, Sendable {
 /// stored, MESSAGE in seq order from `deliveredSeq + 1` on every attach.
 struct SessionRouter<Random: RandomNumberGenerator> {
     private(set) var sessions: [UInt64: Session] = [:]
-    /// Closed ids: never reused; OPEN of one answers SESSION_CLOSED.
-    private(set) var closedIDs: Set<UInt64> = []
+    /// Closed ids, the most recent `ClosedSessionIDs.remembered`: not reused; OPEN of one answers SESSION_CLOSED.
+    private(set) var closedIDs = ClosedSessionIDs()
     /// Sessions whose creation is being stored: their ids are taken.
     private(set) var creating: [UInt64: Session] = [:]
     /// Sessions closed locally while the link was down: CLOSE goes up on the next link.
@@ -80,7 +80,7 @@ struct SessionRouter<Random: RandomNumberGenerator> {
 
     /// The stored sessions, before any client or link event.
     mutating func restore(_ stored: StoredSessions) {
-        closedIDs = stored.closed
+        closedIDs = ClosedSessionIDs(stored.closed)
         for session in stored.open {
             sessions[session.record.id] = Session(restoring: session)
             if !session.outboxDeadlines.isEmpty { sessionsWithTTL.insert(session.record.id) }

@@ -68,3 +68,24 @@ import Testing
         #expect(router.clientOpen(root, request: 2, .init(service: "echo")).errors.isEmpty)
     }
 }
+
+@Suite struct ClosedSessionIDsTests {
+    @Test func remembersTheNewestClosedIDs_only() {
+        var ids = ClosedSessionIDs(capacity: 3)
+        for id in 1...10 as ClosedRange<UInt64> { ids.insert(id) }
+        #expect(ids.count == 3)
+        #expect(ids.contains(10) && ids.contains(8) && !ids.contains(7))
+        ids.insert(9)
+        #expect(ids.count == 3, "an id already remembered is not added twice")
+    }
+
+    @Test func anOpenCloseLoop_doesNotGrowTheRoutersMemory() {
+        var router = makeRouter()
+        for _ in 0..<(ClosedSessionIDs.remembered + 500) {
+            let id = router.newSession(alice)
+            _ = router.completing(router.clientClose(alice, request: 2, session: id))
+        }
+        #expect(router.closedIDs.count == ClosedSessionIDs.remembered)
+        #expect(router.sessions.isEmpty)
+    }
+}

@@ -66,7 +66,9 @@ final class DaemonProcess {
                 durability = "\(durability)"
                 [limits]
                 max_sessions = \(maxSessions)
+                max_sessions_per_uid = \(maxSessions)
                 max_clients = \(maxClients)
+                max_clients_per_uid = \(maxClients)
                 [log]
                 level = "warning"
                 [network]

@@ -22,7 +22,8 @@ struct ConnectionLimits: Sendable {
             return "imagentd already serves \(total) connections ([limits] max_clients)"
         }
         let mine = byUID[uid, default: 0]
-        guard mine < perUID else {
+        // Root is bound by the total only: it administers the daemon and could lift any cap anyway.
+        guard mine < perUID || uid == 0 else {
             return "uid \(uid) already has \(perUID) connections to imagentd ([limits] max_clients_per_uid)"
         }
         count += 1

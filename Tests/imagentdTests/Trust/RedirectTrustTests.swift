@@ -77,3 +77,13 @@ func makeRedirectMachine(endpoints: [String], redirectAllow: [String], tls: Bool
         #expect(LinkConfiguration(c ?? DaemonConfiguration()).redirectAllow == ["*.example.net"])
     }
 }
+
+@Suite struct RedirectTLSNameTests {
+    @Test func aRedirectTarget_isVerifiedForItsOwnName_neverTheConfiguredServerName() throws {
+        let configured = Endpoint(host: "10.0.0.1", port: 7443)
+        let tls = try LinkTLS(LinkConfiguration.TLS(enabled: true, serverName: "im.example.net"), endpoints: [configured])
+        #expect(tls.serverName(for: configured) == "im.example.net")
+        #expect(tls.serverName(for: Endpoint(host: "im3.example.net", port: 7443)) == "im3.example.net")
+        #expect(tls.serverName(for: Endpoint(host: "10.0.0.9", port: 7443)) == nil, "an IP literal is verified against the address")
+    }
+}

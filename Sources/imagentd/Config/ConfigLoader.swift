@@ -177,6 +177,10 @@ private struct Reader {
            let remote = c.server.endpoints.first(where: { !(Endpoint(parsing: $0)?.isLoopback ?? true) }) {
             problem(line("server", "tls"), "server: TLS is off and \"\(remote)\" is not a loopback address: the token and every message would cross the network in the clear; turn TLS on, or set [server] allow_plaintext = true if this network is trusted")
         }
+        if !c.server.tls.enabled, !c.server.allowPlaintext,
+           let remote = c.server.redirectAllow.first(where: { !RedirectPolicy.patternIsLoopback($0) }) {
+            problem(line("server", "redirect_allow"), "server.redirect_allow: \"\(remote)\" would receive the token in the clear, as TLS is off; turn TLS on, or set [server] allow_plaintext = true")
+        }
         if c.limits.maxPayloadBytes > Int(c.server.maxFrameBytes) {
             problem(line("limits", "max_payload_bytes"), "limits.max_payload_bytes (\(c.limits.maxPayloadBytes)) is above server.max_frame_bytes (\(c.server.maxFrameBytes)): such messages could never be received")
         }

@@ -30,6 +30,14 @@ struct RedirectPolicy: Hashable, Sendable {
         return host == hostPattern
     }
 
+    /// True when every host the pattern matches is a loopback address.
+    static func patternIsLoopback(_ pattern: String) -> Bool {
+        var host = Endpoint(parsing: pattern)?.host ?? pattern
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        if host.hasPrefix("*.") { return host.lowercased() == "*.localhost" }
+        return Endpoint(host: host, port: 1).isLoopback
+    }
+
     /// Why a `redirect_allow` entry is malformed, or nil.
     static func patternProblem(_ pattern: String) -> String? {
         let host = Endpoint(parsing: pattern)?.host ?? pattern

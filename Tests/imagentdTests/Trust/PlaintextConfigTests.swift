@@ -35,6 +35,19 @@ import Testing
         #expect(Endpoint(parsing: "1270.0.0.1:1")?.isLoopback == false)
     }
 
+    @Test func aRedirectAllowedOffTheHost_needsTLSOrConsentToo() throws {
+        let text = "[server]\nendpoints = [\"127.0.0.1:7000\"]\ntls = false\nredirect_allow = [\"127.0.0.2\", \"*.example.net\"]\n"
+        do {
+            _ = try ConfigLoader.load(text: text, file: "f")
+            Issue.record("accepted a plaintext redirect off the host")
+        } catch {
+            #expect(error.description.hasPrefix("f:4: server.redirect_allow: \"*.example.net\" would receive the token in the clear"), "\(error)")
+        }
+        _ = try ConfigLoader.load(text: "[server]\nendpoints = [\"127.0.0.1:7000\"]\ntls = false\nredirect_allow = [\"127.0.0.2:7001\", \"[::1]\"]\n", file: "f")
+        _ = try ConfigLoader.load(text: text + "allow_plaintext = true\n", file: "f")
+        _ = try ConfigLoader.load(text: "[server]\nendpoints = [\"127.0.0.1:7000\"]\nredirect_allow = [\"*.example.net\"]\n", file: "f")
+    }
+
     @Test func allowPlaintext_isAccepted_andWarnedAbout() throws {
         let c = try ConfigLoader.load(text: "[server]\nendpoints = [\"im.example.net:7443\"]\ntls = false\nallow_plaintext = true\n", file: "f")
         #expect(c.server.allowPlaintext)

@@ -99,6 +99,7 @@ struct TrustBoundaryTests {
             .write(toFile: file, atomically: true, encoding: .utf8)
         let allowed = try await run(RealDaemon.binary, ["--check-config", file])
         #expect(allowed.status == 0, "\(allowed.stderr)")
+        #expect(allowed.stderr.contains("\(file): warning: TLS is off ([server] allow_plaintext = true)"), "\(allowed.stderr)")
         let setup = RealDaemon.Setup(directory: directory, configPath: file, socketPath: directory + "/imagent.sock",
                                      server: try await RealDaemon.prepare().server)
         let process = try await launch(setup, umask: "022")

@@ -78,7 +78,8 @@ struct IMAgentDaemon {
     func run() async throws {
         if let checkConfigPath {
             do {
-                _ = try ConfigFileReader.load(checkConfigPath)
+                let configuration = try ConfigFileReader.load(checkConfigPath)
+                for warning in SecurityWarnings.of(configuration) { printError("\(checkConfigPath): warning: \(warning)") }
                 printLine("\(checkConfigPath): valid")
                 return
             } catch {

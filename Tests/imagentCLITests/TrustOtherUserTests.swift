@@ -123,6 +123,15 @@ struct TrustOtherUserTests {
             let report = try JSONSerialization.jsonObject(with: Data(held.stdout.utf8)) as? [String: Any]
             #expect(report?["still_open"] as? Int == 3, "\(held.stdout) \(held.stderr)")
             #expect(report?["limit_reached"] as? Int == 2, "\(held.stdout)")
+
+            // A reload raises the cap for new connections.
+            let config = try String(contentsOfFile: daemon.configPath, encoding: .utf8)
+            try config.replacingOccurrences(of: "max_clients_per_uid = 3", with: "max_clients_per_uid = 5")
+                .write(toFile: daemon.configPath, atomically: true, encoding: .utf8)
+            #expect(try await daemon.imagent(["reload"]).status == 0)
+            let raised = try await setpriv(["--clear-groups"], [pythonPath, "-c", Self.flooder, daemon.socketPath, "6", "5"])
+            let after = try JSONSerialization.jsonObject(with: Data(raised.stdout.utf8)) as? [String: Any]
+            #expect(after?["still_open"] as? Int == 5, "\(raised.stdout) \(raised.stderr)")
         }
     }
 

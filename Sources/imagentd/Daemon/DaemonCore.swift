@@ -28,6 +28,8 @@ final class DaemonCore: IPCRequestHandler {
     private var reportedLinkState: LinkStateValue?
     private var shuttingDown = false
     var onLinkStatus: ((LinkStatus) -> Void)?
+    /// A reload applied new `[limits]`: the IPC server's accept-time caps follow.
+    var onLimitsChanged: ((DaemonConfiguration.Limits) -> Void)?
 
     init(configuration: DaemonConfiguration, link: LinkEngine, sessions: SessionService, loop: EventLoop, logger: Logger,
          logLevel: LiveLogLevel, reloadConfiguration: (() throws -> DaemonConfiguration)?) {
@@ -138,6 +140,7 @@ final class DaemonCore: IPCRequestHandler {
             let fresh = try reloadConfiguration()
             let report = ReloadPlan(from: configuration, to: fresh)
             configuration = report.applied
+            onLimitsChanged?(configuration.limits)
             logLevel.level = Logger.Level(configuration.logLevel)
             logger.notice("configuration reloaded", metadata: [
                 "applied": "\(report.changedLive.joined(separator: ","))",

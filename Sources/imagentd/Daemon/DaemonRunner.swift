@@ -63,6 +63,11 @@ enum DaemonRunner {
             throw error
         }
 
+        try await loop.submit {
+            core.value.onLimitsChanged = { limits in
+                server.updateLimits(maxConnections: limits.maxClients, perUID: limits.maxClientsPerUID)
+            }
+        }.get()
         link.start()
         let watchdog = notifier.watchdogInterval.map { interval in
             loop.scheduleRepeatedTask(initialDelay: .zero, delay: TimeAmount(interval)) { _ in

@@ -23,11 +23,19 @@ final class IPCServer: Sendable {
     private let channel: Channel
     let socketPath: String
     private let ownsSocketFile: Bool
+    private let limits: NIOLoopBoundBox<ConnectionLimits>
 
-    private init(channel: Channel, socketPath: String, ownsSocketFile: Bool) {
+    private init(channel: Channel, socketPath: String, ownsSocketFile: Bool, limits: NIOLoopBoundBox<ConnectionLimits>) {
         self.channel = channel
         self.socketPath = socketPath
         self.ownsSocketFile = ownsSocketFile
+        self.limits = limits
+    }
+
+    /// New connection limits from a reload; connections already accepted stay. On the loop.
+    func updateLimits(maxConnections: Int, perUID: Int) {
+        limits.value.total = ConnectionLimits.effectiveTotal(configured: maxConnections)
+        limits.value.perUID = perUID
     }
 
     /// Starts listening. `daemon` is only touched on `eventLoop`.
@@ -72,7 +80,7 @@ final class IPCServer: Sendable {
         if let descriptor = settings.adoptedDescriptor {
             let channel = try await bootstrap.withBoundSocket(descriptor).get()
             logger.info("serving IPC on the socket systemd passed", metadata: ["socket": "\(settings.socketPath)"])
-            return IPCServer(channel: channel, socketPath: settings.socketPath, ownsSocketFile: false)
+            return IPCServer(channel: channel, socketPath: settings.socketPath, ownsSocketFile: false, limits: limits)
         }
         try SocketPath.prepare(settings.socketPath)
         let channel = try await bootstrap.bind(unixDomainSocketPath: settings.socketPath).get()
@@ -80,7 +88,7 @@ final class IPCServer: Sendable {
             logger.warning("\(problem)")
         }
         logger.info("serving IPC", metadata: ["socket": "\(settings.socketPath)"])
-        return IPCServer(channel: channel, socketPath: settings.socketPath, ownsSocketFile: true)
+        return IPCServer(channel: channel, socketPath: settings.socketPath, ownsSocketFile: true, limits: limits)
     }
 
     /// A connection beyond the limits: one ERROR LIMIT_REACHED and closed at

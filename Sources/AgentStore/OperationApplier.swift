@@ -50,6 +50,9 @@ final class OperationApplier {
     private let deleteInboxUpTo: SQLiteStatement
     private let updateFailed: SQLiteStatement
     private let updateClosed: SQLiteStatement
+    private let pruneClosed: SQLiteStatement
+    /// Sessions closed since the rows of old closed sessions were last pruned.
+    private var closedSincePrune = 0
     private let deleteOutboxOfSession: SQLiteStatement
     private let deleteInboxOfSession: SQLiteStatement
     private let deleteExpired: SQLiteStatement
@@ -86,6 +89,10 @@ final class OperationApplier {
         deleteInboxUpTo = try database.prepare("DELETE FROM inbox WHERE session = ? AND seq <= ?")
         updateFailed = try database.prepare("UPDATE sessions SET state = 'failed', failure_code = ? WHERE id = ?")
         updateClosed = try database.prepare("UPDATE sessions SET state = 'closed' WHERE id = ?")
+        pruneClosed = try database.prepare("""
+            DELETE FROM sessions WHERE id IN
+                (SELECT id FROM sessions WHERE state = 'closed' ORDER BY created_ms DESC, id LIMIT -1 OFFSET ?)
+            """)
         deleteOutboxOfSession = try database.prepare("DELETE FROM outbox WHERE session = ?")
         deleteInboxOfSession = try database.prepare("DELETE FROM inbox WHERE session = ?")
         // The partial index outbox_expiry serves this; RETURNING needs SQLite 3.35.
@@ -283,6 +290,17 @@ final class OperationApplier {
         try updateClosed.run([id])
         changed.state = .closed
         setCounters(session, changed, seqsChanged: false)
+        try pruneClosedRowsNowAndThen()
+    }
+
+    /// Rows of closed sessions are kept only to refuse their ids: the newest
+    /// `StoreLimits.closedSessionsKept` stay; older ones are deleted once per
+    /// `closedSessionsPruneEvery` closes, so an OPEN/CLOSE loop cannot grow the file.
+    private func pruneClosedRowsNowAndThen() throws {
+        closedSincePrune += 1
+        guard closedSincePrune >= StoreLimits.closedSessionsPruneEvery else { return }
+        closedSincePrune = 0
+        try pruneClosed.run([.integer(Int64(StoreLimits.closedSessionsKept))])
     }
 
     private func sessionRecord(_ id: UInt64) throws -> SessionRecord? {

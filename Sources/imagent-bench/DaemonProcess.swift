@@ -54,6 +54,9 @@ final class DaemonProcess {
             try writeFile(directory + "/imagentd.toml", """
                 [server]
                 endpoints = ["\(serverAddress)"]
+                tls = false
+                # Some runs put the server in another network namespace (a test-only address).
+                allow_plaintext = true
                 agent_id = "imagent-bench-daemon"
                 [auth]
                 token_file = "\(directory)/token"
@@ -65,7 +68,9 @@ final class DaemonProcess {
                 durability = "\(durability)"
                 [limits]
                 max_sessions = \(maxSessions)
+                max_sessions_per_uid = \(maxSessions)
                 max_clients = \(maxClients)
+                max_clients_per_uid = \(maxClients)
                 [log]
                 level = "warning"
                 [network]

@@ -95,6 +95,7 @@ final class LoadCluster: @unchecked Sendable {
             try """
                 [server]
                 endpoints = ["127.0.0.1:\(port)"]
+                tls = false
                 agent_id = "load-acceptance"
                 [auth]
                 token_file = "\(tokenPath)"

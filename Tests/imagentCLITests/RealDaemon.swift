@@ -41,6 +41,7 @@ final class RealDaemon: @unchecked Sendable {
         try """
             [server]
             endpoints = ["\(server.address)"]
+            tls = false
             agent_id = "real-daemon-test"
             [auth]
             token_file = "\(tokenFile)"
@@ -84,8 +85,9 @@ final class RealDaemon: @unchecked Sendable {
         let daemon = RealDaemon(directory: directory, configPath: configPath, socketPath: socketPath, server: server,
                                 process: process, logPath: logPath)
         // After a kill -9 the dead daemon's socket file is still there: wait until the new one accepts.
-        for _ in 0..<400 where (try? RawIPCSocket(path: socketPath)) == nil {
-            guard process.isRunning else { break }
+        // (One probe per turn: once it accepts, the loop ends rather than connecting 400 times at once.)
+        for _ in 0..<400 {
+            guard (try? RawIPCSocket(path: socketPath)) == nil, process.isRunning else { break }
             try await Task.sleep(for: .milliseconds(25))
         }
         guard (try? RawIPCSocket(path: socketPath)) != nil else {

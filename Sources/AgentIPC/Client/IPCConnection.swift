@@ -26,10 +26,21 @@ struct IPCConnection: Sendable {
                 }
             }
         let channel: any Channel
-        do {
-            channel = try await bootstrap.connect(unixDomainSocketPath: socketPath.path).get()
-        } catch {
-            throw Self.connectError(error, socketPath: socketPath)
+        // EAGAIN on a Unix socket means the daemon's accept queue is full for the moment (a burst of
+        // connections, or another user flooding it): a blocking connect would wait, so this retries
+        // for up to `backlogPatience` instead of failing at once.
+        let giveUp = ContinuousClock.now + min(timeout ?? backlogPatience, backlogPatience)
+        var pause = Duration.milliseconds(1)
+        while true {
+            do {
+                channel = try await bootstrap.connect(unixDomainSocketPath: socketPath.path).get()
+                break
+            } catch where errnoCode(of: error) == EAGAIN && ContinuousClock.now < giveUp {
+                try await Task.sleep(for: pause)
+                pause = min(pause * 2, .milliseconds(4))
+            } catch {
+                throw Self.connectError(error, socketPath: socketPath)
+            }
         }
         let handler = try await channel.eventLoop.submit {
             NIOLoopBound(try channel.pipeline.syncOperations.handler(type: IPCClientChannelHandler.self),
@@ -99,14 +110,20 @@ struct IPCConnection: Sendable {
         try? await channel.closeFuture.get()
     }
 
-    private static func connectError(_ error: any Error, socketPath: IPCSocketPath) -> IPCClientError {
-        let errno: CInt? = switch error {
+    /// How long a connect keeps trying while the daemon's accept queue is full.
+    static let backlogPatience: Duration = .seconds(5)
+
+    private static func errnoCode(of error: any Error) -> CInt? {
+        switch error {
         case let error as IOError: error.errnoCode
         case let error as NIOConnectionError:
             error.connectionErrors.lazy.compactMap { ($0.error as? IOError)?.errnoCode }.first
         default: nil
         }
-        switch errno {
+    }
+
+    private static func connectError(_ error: any Error, socketPath: IPCSocketPath) -> IPCClientError {
+        switch errnoCode(of: error) {
         case ENOENT, ENOTDIR:
             return .daemonNotRunning(socketPath: socketPath.path, alsoTried: socketPath.alsoTried)
         case ECONNREFUSED:

@@ -105,6 +105,9 @@ final class Cluster: @unchecked Sendable {
         try """
             [server]
             endpoints = ["\(endpoint)"]
+            tls = false
+            # The server is in another network namespace on a test-only address.
+            allow_plaintext = true
             agent_id = "imagent-chaos"
             [auth]
             token_file = "\(directory)/token"

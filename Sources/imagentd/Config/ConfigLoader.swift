@@ -59,6 +59,9 @@ private struct Reader {
                 if case .boolean(let enabled) = v { c.server.tls.enabled = enabled; return nil }
                 return "expected true, false or a [server.tls] table, found \(v.typeName)"
             }),
+            ("allow_plaintext", { c, v in boolean(v).map { c.server.allowPlaintext = $0 }.failure }),
+            ("redirect_allow", { c, v in stringList(v, nonEmpty: false).map { c.server.redirectAllow = $0 }.failure
+                ?? c.server.redirectAllow.lazy.compactMap(RedirectPolicy.patternProblem).first }),
         ]),
         ("server.tls", [
             ("enabled", { c, v in boolean(v).map { c.server.tls.enabled = $0 }.failure }),
@@ -100,7 +103,9 @@ private struct Reader {
         ]),
         ("limits", [
             ("max_clients", { c, v in integer(v, in: 1...65_536).map { c.limits.maxClients = $0 }.failure }),
+            ("max_clients_per_uid", { c, v in integer(v, in: 1...65_536).map { c.limits.maxClientsPerUID = $0 }.failure }),
             ("max_sessions", { c, v in integer(v, in: 1...1_000_000).map { c.limits.maxSessions = $0 }.failure }),
+            ("max_sessions_per_uid", { c, v in integer(v, in: 1...1_000_000).map { c.limits.maxSessionsPerUID = $0 }.failure }),
             ("max_payload_bytes", { c, v in integer(v, in: 1...(16 << 20)).map { c.limits.maxPayloadBytes = $0 }.failure }),
             ("outbox_messages", { c, v in integer(v, in: 1...10_000_000).map { c.limits.outboxMessages = $0 }.failure }),
             ("inbox_messages", { c, v in integer(v, in: 1...10_000_000).map { c.limits.inboxMessages = $0 }.failure }),
@@ -168,6 +173,14 @@ private struct Reader {
         }
         if c.server.tls.certificateFile.isEmpty != c.server.tls.privateKeyFile.isEmpty {
             problem(line("server", "tls"), "server.tls: certificate_file and private_key_file go together")
+        }
+        if !c.server.tls.enabled, !c.server.allowPlaintext,
+           let remote = c.server.endpoints.first(where: { !(Endpoint(parsing: $0)?.isLoopback ?? true) }) {
+            problem(line("server", "tls"), "server: TLS is off and \"\(remote)\" is not a loopback address: the token and every message would cross the network in the clear; turn TLS on, or set [server] allow_plaintext = true if this network is trusted")
+        }
+        if !c.server.tls.enabled, !c.server.allowPlaintext,
+           let remote = c.server.redirectAllow.first(where: { !RedirectPolicy.patternIsLoopback($0) }) {
+            problem(line("server", "redirect_allow"), "server.redirect_allow: \"\(remote)\" would receive the token in the clear, as TLS is off; turn TLS on, or set [server] allow_plaintext = true")
         }
         if c.limits.maxPayloadBytes > Int(c.server.maxFrameBytes) {
             problem(line("limits", "max_payload_bytes"), "limits.max_payload_bytes (\(c.limits.maxPayloadBytes)) is above server.max_frame_bytes (\(c.server.maxFrameBytes)): such messages could never be received")

@@ -9,10 +9,15 @@ struct DaemonConfiguration: Hashable, Sendable {
         /// The largest DATA body this agent accepts (MAX_FRAME in HELLO).
         var maxFrameBytes: UInt32 = 1 << 20
         var tls = TLS()
+        /// Plaintext to a non-loopback endpoint is refused unless this says so (`allow_plaintext`).
+        var allowPlaintext = false
+        /// Host patterns a GOAWAY REDIRECT may also lead to, beside the endpoints (`redirect_allow`).
+        var redirectAllow: [String] = []
     }
 
     struct TLS: Hashable, Sendable {
-        var enabled = false
+        /// On by default: the token and every payload cross the network.
+        var enabled = true
         /// PEM bundle of trusted CAs; empty: the system's trust store.
         var caFile = ""
         /// Name to verify (and send as SNI); empty: the endpoint's host.
@@ -56,8 +61,13 @@ struct DaemonConfiguration: Hashable, Sendable {
     }
 
     struct Limits: Hashable, Sendable {
+        /// Connections at once, counted from accept (before HELLO), all users together.
         var maxClients = 256
+        /// Connections at once from one uid, counted from accept.
+        var maxClientsPerUID = 64
         var maxSessions = 10_000
+        /// Open sessions one uid may hold.
+        var maxSessionsPerUID = 1_000
         var maxPayloadBytes = 1 << 20
         /// Messages waiting to go upstream, per session; beyond: QUEUE_FULL.
         var outboxMessages = 10_000

@@ -31,6 +31,8 @@ final class DaemonCore: IPCRequestHandler {
     let metrics: DaemonMetrics
     /// The connect stage the link is in and since when, for the stage histogram.
     private var currentStage: (stage: ConnectStage, since: ContinuousClock.Instant)?
+    /// A reload applied new `[limits]`: the IPC server's accept-time caps follow.
+    var onLimitsChanged: ((DaemonConfiguration.Limits) -> Void)?
 
     init(configuration: DaemonConfiguration, link: LinkEngine, sessions: SessionService, loop: EventLoop, logger: Logger,
          logLevel: LiveLogLevel, reloadConfiguration: (() throws -> DaemonConfiguration)?) {
@@ -88,9 +90,10 @@ final class DaemonCore: IPCRequestHandler {
         case .ping:
             client.reply(to: request, .pong(.init()))
         case .status:
-            client.reply(to: request, .result(.init(json: statusJSON())))
+            // Other users' totals are an admin's business; everyone sees the link and their own sessions.
+            client.reply(to: request, .result(.init(json: statusJSON(owner: client.isAdmin ? nil : client.peer.uid))))
         case .metrics:
-            client.reply(to: request, .result(.init(json: metricsJSON())))
+            client.reply(to: request, .result(.init(json: metricsJSON(owner: client.isAdmin ? nil : client.peer.uid))))
         case .sessions:
             client.reply(to: request, .result(.init(json: sessions.sessionsJSON(for: client))))
         case .watch:
@@ -141,6 +144,7 @@ final class DaemonCore: IPCRequestHandler {
             let fresh = try reloadConfiguration()
             let report = ReloadPlan(from: configuration, to: fresh)
             configuration = report.applied
+            onLimitsChanged?(configuration.limits)
             logLevel.level = Logger.Level(configuration.logLevel)
             logger.notice("configuration reloaded", metadata: [
                 "applied": "\(report.changedLive.joined(separator: ","))",
@@ -202,7 +206,7 @@ final class DaemonCore: IPCRequestHandler {
     /// EVENT `"event":"session"` to WATCH subscribers: the session's owner and admins only,
     /// as SESSIONS shows another user's sessions to admins only.
     func sessionChanged(_ change: SessionChange) {
-        let watchers = clients.values.filter { $0.watching && ($0.isAdmin || $0.peer.uid == change.owner) }
+        let watchers = clients.values.filter { $0.watching && ($0.peer.uid == change.owner || $0.isAdmin) }
         guard !watchers.isEmpty else { return }
         var event = JSONWriter()
         event.beginObject()
@@ -230,7 +234,9 @@ final class DaemonCore: IPCRequestHandler {
         return (size(path), size(path + "-wal"))
     }
 
-    func statusJSON() -> String {
+    /// `owner` nil: the whole daemon (root and the admin group); a uid: the
+    /// link and that uid's own sessions only.
+    func statusJSON(owner: UInt32? = nil) -> String {
         let now = WallClock.nowMS()
         var json = JSONWriter()
         json.beginObject()
@@ -250,14 +256,19 @@ final class DaemonCore: IPCRequestHandler {
         json.field("version", Self.version)
         json.field("pid", Int(getpid()))
         json.field("uptime_s", (now - startedAt) / 1000)
-        json.field("clients", clients.count)
+        if owner == nil { json.field("clients", clients.count) }
         json.endObject()
         json.beginObject("sessions")
-        let counts = sessions.counts
+        let counts = owner.map(sessions.counts(owner:)) ?? sessions.counts
+        if let owner { json.field("owner", owner) }
         json.field("count", counts.sessions)
         json.field("outbox", counts.outbox)
         json.field("inbox", counts.inbox)
         json.endObject()
+        guard owner == nil else {
+            json.endObject()
+            return json.text
+        }
         let files = storeFileSizes
         json.beginObject("store")
         json.field("path", SQLiteSessionPersistence.path(inDirectory: configuration.store.directory))
@@ -268,10 +279,14 @@ final class DaemonCore: IPCRequestHandler {
         return json.text
     }
 
-    func metricsJSON() -> String {
-        let snapshot = metricsSnapshot()
-        snapshot.apply(to: metrics)
-        return snapshot.json(histograms: metrics)
+    /// `owner` as in `statusJSON(owner:)`: a non-admin sees the link and its own sessions' figures only.
+    func metricsJSON(owner: UInt32? = nil) -> String {
+        guard let owner else {
+            let snapshot = metricsSnapshot()
+            snapshot.apply(to: metrics)
+            return snapshot.json(histograms: metrics)
+        }
+        return metricsSnapshot().json(restrictedTo: sessions.counts(owner: owner))
     }
 
     /// What the `prometheus_listen` endpoint serves.

@@ -15,9 +15,14 @@ enum DaemonRunner {
         let loop = group.next()
         let notifier = SystemdNotifier()
 
+        for warning in SecurityWarnings.of(configuration) { logger.warning("\(warning)") }
         let link = try LinkEngine(configuration: LinkConfiguration(configuration), eventLoop: loop, logger: logger)
         let persistence: SQLiteSessionPersistence
         do {
+            let directory = configuration.store.directory
+            for warning in try StoreFiles.prepare(directory: directory, database: SQLiteSessionPersistence.path(inDirectory: directory)) {
+                logger.warning("\(warning)")
+            }
             persistence = try await SQLiteSessionPersistence.open(directory: configuration.store.directory,
                                                                   durability: configuration.store.durability, on: loop).get()
         } catch {
@@ -47,6 +52,8 @@ enum DaemonRunner {
             server = try await IPCServer.start(
                 settings: .init(socketPath: configuration.ipc.socket, mode: configuration.ipc.mode, group: configuration.ipc.group,
                                 adminGroup: configuration.ipc.adminGroup, maxPayload: UInt32(configuration.limits.maxPayloadBytes),
+                                maxConnections: configuration.limits.maxClients,
+                                maxConnectionsPerUID: configuration.limits.maxClientsPerUID,
                                 adoptedDescriptor: passedSockets.first),
                 eventLoop: loop, daemon: handler, logger: logger)
         } catch {
@@ -55,6 +62,12 @@ enum DaemonRunner {
             try? await group.shutdownGracefully()
             throw error
         }
+
+        try await loop.submit {
+            core.value.onLimitsChanged = { limits in
+                server.updateLimits(maxConnections: limits.maxClients, perUID: limits.maxClientsPerUID)
+            }
+        }.get()
 
         // Metrics are an aid: a daemon whose endpoint cannot bind keeps serving its clients.
         var metricsEndpoint: MetricsEndpoint?

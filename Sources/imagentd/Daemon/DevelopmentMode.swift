@@ -25,6 +25,7 @@ struct DevelopmentMode {
             logger: Logger(label: "imagent-refserver"))
         var configuration = DaemonConfiguration()
         configuration.server.endpoints = [server.address]
+        configuration.server.tls.enabled = false  // the loopback reference server has no certificate
         configuration.server.agentID = "imagentd-dev"
         configuration.token = .file(tokenFile)
         configuration.ipc.socket = directory + "/imagent.sock"

@@ -78,12 +78,13 @@ struct IMAgentDaemon {
     func run() async throws {
         if let checkConfigPath {
             do {
-                _ = try ConfigFileReader.load(checkConfigPath)
+                let configuration = try ConfigFileReader.load(checkConfigPath)
+                for warning in SecurityWarnings.of(configuration) { printError("\(checkConfigPath): warning: \(warning)") }
                 printLine("\(checkConfigPath): valid")
                 return
             } catch {
                 printError("\(error)")
-                throw DaemonExit(status: 1)
+                throw DaemonExit(status: 78)  // EX_CONFIG, as a start on this file would exit
             }
         }
 

@@ -21,6 +21,7 @@ struct ReloadPlan {
         }
         live("log.level", \.logLevel)
         live("limits.max_clients", \.limits.maxClients)
+        live("limits.max_clients_per_uid", \.limits.maxClientsPerUID)
         live("limits.outbox_messages", \.limits.outboxMessages)
         live("limits.inbox_messages", \.limits.inboxMessages)
         restart("server", \.server)
@@ -30,6 +31,7 @@ struct ReloadPlan {
         restart("heartbeat", \.heartbeat)
         restart("reconnect", \.reconnect)
         restart("limits.max_sessions", \.limits.maxSessions)
+        restart("limits.max_sessions_per_uid", \.limits.maxSessionsPerUID)
         restart("limits.max_payload_bytes", \.limits.maxPayloadBytes)
         restart("network.watch", \.watchNetwork)
         restart("metrics", \.prometheusListen)

@@ -3,14 +3,26 @@ import Glibc
 #endif
 
 /// Decides who may run the admin ops (CONNECT, DISCONNECT, RECONNECT, RELOAD)
-/// and see every session: root, and members of the configured admin group.
+/// and see every session and the daemon's totals: root, and members of the
+/// configured admin group. Membership is the peer's real groups as the kernel
+/// holds them (SO_PEERGROUPS), read only when an admin question is asked, so
+/// accepting a client never waits for the group database (NSS, LDAP, SSSD).
 struct AdminPolicy: Sendable {
-    var adminGroup: String
+    /// The admin group's gid, looked up once when the daemon starts; nil: root only.
+    var adminGroupID: gid_t?
 
-    func isAdmin(_ peer: PeerCredentials) -> Bool {
+    init(adminGroup: String) {
+        adminGroupID = adminGroup.isEmpty ? nil : Self.groupID(named: adminGroup)
+    }
+
+    /// `groups` is the peer's SO_PEERGROUPS list, nil when it could not be read.
+    func isAdmin(_ peer: PeerCredentials, groups: () -> [gid_t]?) -> Bool {
         if peer.uid == 0 { return true }
-        guard !adminGroup.isEmpty, let groupID = Self.groupID(named: adminGroup) else { return false }
-        return peer.gid == groupID || Self.supplementaryGroups(of: peer.uid).contains(groupID)
+        guard let adminGroupID else { return false }
+        if peer.gid == adminGroupID { return true }
+        // gid 0 is also what an unused slot of the kernel's answer reads as.
+        guard adminGroupID != 0 else { return false }
+        return groups()?.contains(adminGroupID) ?? false
     }
 
     static func groupID(named name: String) -> gid_t? {
@@ -19,26 +31,5 @@ struct AdminPolicy: Sendable {
         var buffer = [CChar](repeating: 0, count: 16_384)
         guard getgrnam_r(name, &group, &buffer, buffer.count, &result) == 0, result != nil else { return nil }
         return group.gr_gid
-    }
-
-    /// The groups the user belongs to in the group database. The kernel's
-    /// SO_PEERCRED carries only the primary gid, so membership is looked up.
-    static func supplementaryGroups(of uid: uid_t) -> [gid_t] {
-        var passwd = passwd()
-        var result: UnsafeMutablePointer<passwd>?
-        var buffer = [CChar](repeating: 0, count: 16_384)
-        guard getpwuid_r(uid, &passwd, &buffer, buffer.count, &result) == 0, result != nil, let name = passwd.pw_name else {
-            return []
-        }
-        // `name` points into `buffer`, which must outlive its last use here.
-        return withExtendedLifetime(buffer) {
-            var count: Int32 = 64
-            var groups = [gid_t](repeating: 0, count: Int(count))
-            if getgrouplist(name, passwd.pw_gid, &groups, &count) == -1 {
-                groups = [gid_t](repeating: 0, count: Int(count))
-                guard getgrouplist(name, passwd.pw_gid, &groups, &count) != -1 else { return [] }
-            }
-            return Array(groups.prefix(Int(count)))
-        }
     }
 }

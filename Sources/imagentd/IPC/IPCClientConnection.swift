@@ -6,8 +6,10 @@ import NIOCore
 final class IPCClientConnection {
     let id: UInt64
     let peer: PeerCredentials
-    let isAdmin: Bool
+    private let policy: AdminPolicy
     private let channel: Channel
+    /// Root or a member of the admin group: asked only when a request needs it.
+    private(set) lazy var isAdmin: Bool = policy.isAdmin(peer) { PeerCredentials.groups(of: channel) }
     /// CLIENT_NAME from HELLO, for logs.
     var name = ""
     var greeted = false
@@ -21,10 +23,10 @@ final class IPCClientConnection {
     /// as message delivery itself stops while the channel is not writable.
     static let queuedBytesLimit = 8 << 20
 
-    init(id: UInt64, peer: PeerCredentials, isAdmin: Bool, channel: Channel) {
+    init(id: UInt64, peer: PeerCredentials, policy: AdminPolicy, channel: Channel) {
         self.id = id
         self.peer = peer
-        self.isAdmin = isAdmin
+        self.policy = policy
         self.channel = channel
     }
 
@@ -49,8 +51,17 @@ final class IPCClientConnection {
     /// Sends a last ERROR and closes: for protocol violations and shutdown.
     func closeWithError(request: UInt32 = 0, _ code: IPCErrorCode, _ text: String) {
         let frame = IPCFrame(request: request, message: .error(.init(code: code, message: text)))
-        channel.writeAndFlush(frame).whenComplete { [channel] _ in channel.close(promise: nil) }
+        let channel = self.channel
+        // A client that stops reading never completes the write: close it anyway after a bound.
+        let deadline = channel.eventLoop.scheduleTask(in: Self.closeTimeout) { channel.close(promise: nil) }
+        channel.writeAndFlush(frame).whenComplete { _ in
+            deadline.cancel()
+            channel.close(promise: nil)
+        }
     }
+
+    /// How long a last ERROR may take to leave before the connection is closed without it.
+    static let closeTimeout: TimeAmount = .seconds(2)
 
     func close() {
         channel.close(promise: nil)

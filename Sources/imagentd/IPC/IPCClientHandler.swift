@@ -71,7 +71,7 @@ final class IPCClientHandler: ChannelInboundHandler {
         client.greeted = true
         helloDeadline?.cancel()
         helloDeadline = nil
-        logger.debug("client connected", metadata: ["client": "\(client.label)", "admin": "\(client.isAdmin)"])
+        logger.debug("client connected", metadata: ["client": "\(client.label)"])
         client.reply(to: frame.request, .welcome(daemon.welcome))
     }
 

@@ -13,6 +13,9 @@ final class IPCServer: Sendable {
         var group: String
         var adminGroup: String
         var maxPayload: UInt32
+        /// Connections counted from accept: all users (`max_clients`) and per uid.
+        var maxConnections: Int
+        var maxConnectionsPerUID: Int
         /// A listening socket passed by systemd (`LISTEN_FDS`); nil: bind `socketPath`.
         var adoptedDescriptor: CInt?
     }
@@ -20,11 +23,19 @@ final class IPCServer: Sendable {
     private let channel: Channel
     let socketPath: String
     private let ownsSocketFile: Bool
+    private let limits: NIOLoopBoundBox<ConnectionLimits>
 
-    private init(channel: Channel, socketPath: String, ownsSocketFile: Bool) {
+    private init(channel: Channel, socketPath: String, ownsSocketFile: Bool, limits: NIOLoopBoundBox<ConnectionLimits>) {
         self.channel = channel
         self.socketPath = socketPath
         self.ownsSocketFile = ownsSocketFile
+        self.limits = limits
+    }
+
+    /// New connection limits from a reload; connections already accepted stay. On the loop.
+    func updateLimits(maxConnections: Int, perUID: Int) {
+        limits.value.total = ConnectionLimits.effectiveTotal(configured: maxConnections)
+        limits.value.perUID = perUID
     }
 
     /// Starts listening. `daemon` is only touched on `eventLoop`.
@@ -32,8 +43,16 @@ final class IPCServer: Sendable {
                       logger: Logger) async throws -> IPCServer {
         let policy = AdminPolicy(adminGroup: settings.adminGroup)
         let nextID = try await eventLoop.submit { NIOLoopBoundBox<UInt64>(0, eventLoop: eventLoop) }.get()
+        let total = ConnectionLimits.effectiveTotal(configured: settings.maxConnections)
+        let limits = try await eventLoop.submit {
+            NIOLoopBoundBox(ConnectionLimits(total: total, perUID: settings.maxConnectionsPerUID), eventLoop: eventLoop)
+        }.get()
         let bootstrap = ServerBootstrap(group: eventLoop)
+            // The accept queue is drained many at a time, so a flood of connections from one
+            // user is accepted and refused quickly and others' connects soon find room. It stays
+            // short: a connect queued behind thousands would wait for all of them.
             .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.maxMessagesPerRead, value: 64)
             .childChannelOption(.writeBufferWaterMark, value: .init(low: 64 << 10, high: 1 << 20))
             // Each channel keeps its receive buffer for the next read. NIO's default
             // starts it at 2 KiB, which every idle client then holds for a few
@@ -42,8 +61,13 @@ final class IPCServer: Sendable {
             .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 256, maximum: 65_536))
             .childChannelInitializer { channel in
                 PeerCredentials.of(channel).flatMapThrowing { peer in
+                    if let refusal = limits.value.admit(uid: peer.uid) {
+                        try refuse(channel, refusal)
+                        return
+                    }
+                    channel.closeFuture.whenComplete { _ in limits.value.release(uid: peer.uid) }
                     nextID.value += 1
-                    let client = IPCClientConnection(id: nextID.value, peer: peer, isAdmin: policy.isAdmin(peer), channel: channel)
+                    let client = IPCClientConnection(id: nextID.value, peer: peer, policy: policy, channel: channel)
                     let handlers: [ChannelHandler] = [
                         ByteToMessageHandler(IPCServerFrameDecoder(maxPayload: settings.maxPayload, client: client)),
                         MessageToByteHandler(IPCFrameEncoder()),
@@ -56,7 +80,7 @@ final class IPCServer: Sendable {
         if let descriptor = settings.adoptedDescriptor {
             let channel = try await bootstrap.withBoundSocket(descriptor).get()
             logger.info("serving IPC on the socket systemd passed", metadata: ["socket": "\(settings.socketPath)"])
-            return IPCServer(channel: channel, socketPath: settings.socketPath, ownsSocketFile: false)
+            return IPCServer(channel: channel, socketPath: settings.socketPath, ownsSocketFile: false, limits: limits)
         }
         try SocketPath.prepare(settings.socketPath)
         let channel = try await bootstrap.bind(unixDomainSocketPath: settings.socketPath).get()
@@ -64,7 +88,15 @@ final class IPCServer: Sendable {
             logger.warning("\(problem)")
         }
         logger.info("serving IPC", metadata: ["socket": "\(settings.socketPath)"])
-        return IPCServer(channel: channel, socketPath: settings.socketPath, ownsSocketFile: true)
+        return IPCServer(channel: channel, socketPath: settings.socketPath, ownsSocketFile: true, limits: limits)
+    }
+
+    /// A connection beyond the limits: one ERROR LIMIT_REACHED and closed at
+    /// once, before it holds any buffer or timer.
+    private static func refuse(_ channel: Channel, _ text: String) throws {
+        try channel.pipeline.syncOperations.addHandler(MessageToByteHandler(IPCFrameEncoder()))
+        let frame = IPCFrame(request: 0, message: .error(.init(code: .limitReached, message: text)))
+        channel.writeAndFlush(frame).whenComplete { _ in channel.close(promise: nil) }
     }
 
     /// Stops accepting; connected clients are closed by the daemon.

@@ -22,6 +22,32 @@ struct PeerCredentials: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
+extension PeerCredentials {
+    /// The peer's supplementary groups as the kernel recorded them at connect
+    /// (SO_PEERGROUPS), up to 256; nil when they cannot be read. Called on the
+    /// channel's loop, where the socket option is read at once.
+    static func groups(of channel: Channel) -> [gid_t]? {
+        guard let provider = channel as? SocketOptionProvider else { return nil }
+        var groups: [gid_t]?
+        provider.unsafeGetSocketOption(level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(Self.soPeerGroups))
+            .whenSuccess { (list: KernelGroups) in
+                // NIO zero-fills the buffer and drops the length: trailing zeros are unused slots.
+                var found: [gid_t] = []
+                for index in list.gids.indices where list.gids[index] != 0 { found.append(list.gids[index]) }
+                groups = found
+            }
+        return groups
+    }
+
+    /// SO_PEERGROUPS from <asm-generic/socket.h> (Linux 4.13).
+    static let soPeerGroups: CInt = 59
+}
+
+/// The buffer for SO_PEERGROUPS: room for 256 groups.
+private struct KernelGroups: Sendable {
+    var gids = InlineArray<256, gid_t>(repeating: 0)
+}
+
 /// `struct ucred` from <sys/socket.h>, which Glibc's Swift module hides
 /// behind _GNU_SOURCE: same fields, same layout.
 private struct KernelCredentials: Sendable {

@@ -24,6 +24,7 @@ extension LinkConfiguration {
             privateKeyFile: tls.privateKeyFile.isEmpty ? nil : tls.privateKeyFile,
             verifyPeer: tls.verify
         )
+        redirectAllow = daemon.server.redirectAllow
         maxFrame = daemon.server.maxFrameBytes
         heartbeatMin = .seconds(daemon.heartbeat.minSeconds)
         heartbeatMax = .seconds(daemon.heartbeat.maxSeconds)

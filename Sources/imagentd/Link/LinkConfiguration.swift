@@ -39,6 +39,8 @@ struct LinkConfiguration: Hashable, Sendable {
     /// `host:port` strings (IPv6 literals in brackets), in failover order.
     var endpoints: [String]
     var tls: TLS = TLS()
+    /// `[server] redirect_allow`: where a GOAWAY REDIRECT may lead beside `endpoints`.
+    var redirectAllow: [String] = []
     var token: TokenSource
     /// AGENT_ID: the stable identity of this installation (1–128 UTF-8 bytes).
     var agentID: String
@@ -115,12 +117,13 @@ struct LinkConfiguration: Hashable, Sendable {
             stablePeriod: reconnectStablePeriod,
             probe: reconnectProbe
         )
-        let machine = LinkStateMachine<SystemRandomNumberGenerator>.Configuration(
+        var machine = LinkStateMachine<SystemRandomNumberGenerator>.Configuration(
             endpoints: parsed,
             tls: tls.enabled,
             stageTimeout: stageTimeout,
             reconnect: reconnect
         )
+        machine.redirectAllow = redirectAllow
         guard heartbeatProbeStep > .zero else { throw LinkConfigurationError("heartbeat probe step must be positive") }
         let heartbeat = HeartbeatPolicy<SystemRandomNumberGenerator>.Configuration(
             bounds: heartbeatMin...heartbeatMax,

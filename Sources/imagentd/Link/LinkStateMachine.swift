@@ -59,6 +59,8 @@ struct LinkStateMachine<Random: RandomNumberGenerator> {
         /// The protocol versions this agent speaks (HELLO's VERSION_MIN…MAX).
         var versions: ClosedRange<UInt8>
         var reconnect: ReconnectPolicy.Configuration
+        /// `[server] redirect_allow`: hosts a REDIRECT may lead to beside `endpoints`.
+        var redirectAllow: [String] = []
 
         init(
             endpoints: [Endpoint],
@@ -433,11 +435,16 @@ struct LinkStateMachine<Random: RandomNumberGenerator> {
     ) -> [LinkAction] {
         switch state {
         case .connecting(let connecting) where connecting.attempt == attempt && connecting.stage.holdsSocket:
-            let (next, why) = afterGoaway(code: code, retryAfter: retryAfter, redirect: redirect)
-            return end(connecting, sendError: nil, next: next, reason: why, now: now)
+            // Before LOGIN_OK the server has proved nothing: its REDIRECT is not followed.
+            let refused = redirect.map { "; REDIRECT to \($0) ignored: not followed before LOGIN_OK" } ?? ""
+            let (next, why) = afterGoaway(code: code, retryAfter: retryAfter, redirect: nil)
+            return end(connecting, sendError: nil, next: next, reason: why + refused, now: now)
         case .connected(let connected) where connected.attempt == attempt:
-            let (next, why) = afterGoaway(code: code, retryAfter: retryAfter, redirect: redirect)
-            return close(attempt, sendError: nil, next: next, reason: why)
+            let policy = RedirectPolicy(endpoints: configuration.endpoints, allowedPatterns: configuration.redirectAllow)
+            let permitted = redirect.flatMap { policy.permits($0) ? $0 : nil }
+            let refused = redirect.flatMap { policy.permits($0) ? nil : "; REDIRECT to \($0) ignored: neither a configured endpoint nor in [server] redirect_allow" } ?? ""
+            let (next, why) = afterGoaway(code: code, retryAfter: retryAfter, redirect: permitted)
+            return close(attempt, sendError: nil, next: next, reason: why + refused)
         case .stopped, .disconnected, .connecting, .connected, .disconnecting:
             return [.ignored(reason: "GOAWAY from \(attempt) while \(phase)")]
         }

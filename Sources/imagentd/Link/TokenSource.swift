@@ -91,8 +91,14 @@ enum TokenSource: Hashable, Sendable, CustomStringConvertible {
 
         let cArgs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
         defer { for arg in cArgs { free(arg) } }
+        // Its own process group: on timeout the whole group goes, helpers it started included.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
+        posix_spawnattr_setpgroup(&attributes, 0)
         var pid: pid_t = 0
-        let spawned = posix_spawnp(&pid, program, &actions, nil, cArgs, environ)
+        let spawned = posix_spawnp(&pid, program, &actions, &attributes, cArgs, environ)
         close(fds[1])
         guard spawned == 0 else {
             close(fds[0])
@@ -136,9 +142,19 @@ enum TokenSource: Hashable, Sendable, CustomStringConvertible {
                 }
             }
         }
-        if failure != nil { kill(pid, SIGKILL) }
+        if failure != nil { kill(-pid, SIGKILL) }
+        // The output ended, but the command may still not exit: the wait is bounded too.
         var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        switch Self.wait(for: pid, until: max(deadline, monotonicNanoseconds()) + Self.exitGrace, status: &status) {
+        case .exited:
+            break
+        case .running:
+            kill(-pid, SIGKILL)
+            if Self.wait(for: pid, until: monotonicNanoseconds() + Self.exitGrace, status: &status) == .running {
+                throw failure ?? TokenError("\(program) did not exit, even after SIGKILL to its process group")
+            }
+            if failure == nil { failure = TokenError("\(program) printed its output but did not exit within \(timeout)") }
+        }
         if let failure { throw failure }
         // WIFEXITED / WEXITSTATUS, spelled out: Glibc's macros are not imported.
         let exited = (status & 0x7F) == 0
@@ -147,6 +163,30 @@ enum TokenSource: Hashable, Sendable, CustomStringConvertible {
             throw TokenError("\(program) failed (\(exited ? "exit \(exitCode)" : "signal \(status & 0x7F)"))")
         }
         return output
+    }
+}
+
+extension TokenSource {
+    /// How long an exit is waited for after the output ended or the group was killed.
+    static let exitGrace: UInt64 = 1_000_000_000
+
+    private enum ChildState { case exited, running }
+
+    /// `waitpid` polled until `deadline` (monotonic ns), never blocking past it.
+    private static func wait(for pid: pid_t, until deadline: UInt64, status: inout Int32) -> ChildState {
+        while true {
+            let result = waitpid(pid, &status, WNOHANG)
+            if result == pid || (result < 0 && errno != EINTR) { return .exited }
+            if monotonicNanoseconds() >= deadline { return .running }
+            usleep(5_000)
+        }
+    }
+
+    /// A warning when a token file can be read by other users than its owner.
+    static func permissionWarning(_ path: String) -> String? {
+        var status = stat()
+        guard stat(path, &status) == 0, status.st_mode & 0o077 != 0 else { return nil }
+        return "the token file \(path) is mode \(String(status.st_mode & 0o777, radix: 8)): other users can read the token; chmod 0600 it"
     }
 }
 

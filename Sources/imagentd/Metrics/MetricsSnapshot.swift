@@ -41,6 +41,27 @@ struct MetricsSnapshot {
         metrics.storeWALBytes.set(to: Double(storeWALBytes))
     }
 
+    /// METRICS' document for a client that is not an admin: the link's figures and
+    /// `own` (its own sessions' counts); nothing about other users, the store or the traffic.
+    func json(restrictedTo own: (sessions: Int, outbox: Int, inbox: Int)) -> String {
+        var json = JSONWriter()
+        json.beginObject()
+        json.beginObject("counters")
+        json.field("link_connect_attempts_total", connectAttempts)
+        json.field("link_reconnects_total", reconnects)
+        json.endObject()
+        json.beginObject("gauges")
+        json.field("link_up", linkUp ? 1 : 0)
+        if let rtt { json.field("link_rtt_seconds", rtt.seconds) }
+        if linkUp, let heartbeatInterval { json.field("heartbeat_interval_seconds", heartbeatInterval.seconds) }
+        json.field("sessions", own.sessions)
+        json.field("outbox_messages", own.outbox)
+        json.field("inbox_messages", own.inbox)
+        json.endObject()
+        json.endObject()
+        return json.text
+    }
+
     /// METRICS' document: the same metrics under the same names (without the
     /// `imagentd_` prefix) by type, and the whole exposition text as `prometheus`.
     func json(histograms metrics: DaemonMetrics) -> String {

@@ -5,6 +5,8 @@ import NIOCore
 /// The limits the router enforces (`[limits]` of the configuration).
 struct SessionLimits: Hashable, Sendable {
     var maxSessions = 10_000
+    /// Open sessions one uid may hold (root: only `maxSessions`).
+    var maxSessionsPerUID = 1_000
     var maxPayloadBytes = 1 << 20
     /// Outbound messages per session not yet acknowledged by the server.
     var outboxMessages = 10_000
@@ -45,10 +47,10 @@ struct SessionClient: Hashable, Sendable {
 /// stored, MESSAGE in seq order from `deliveredSeq + 1` on every attach.
 struct SessionRouter<Random: RandomNumberGenerator> {
     private(set) var sessions: [UInt64: Session] = [:]
-    /// Closed ids: never reused; OPEN of one answers SESSION_CLOSED.
-    private(set) var closedIDs: Set<UInt64> = []
+    /// Closed ids, the most recent `ClosedSessionIDs.remembered`: not reused; OPEN of one answers SESSION_CLOSED.
+    private(set) var closedIDs = ClosedSessionIDs()
     /// Sessions whose creation is being stored: their ids are taken.
-    private var creating: [UInt64: Session] = [:]
+    private(set) var creating: [UInt64: Session] = [:]
     /// Sessions closed locally while the link was down: CLOSE goes up on the next link.
     private var closeUpstream: Set<UInt64> = []
     /// Clients whose channel is full: no MESSAGE until they drain.
@@ -78,7 +80,7 @@ struct SessionRouter<Random: RandomNumberGenerator> {
 
     /// The stored sessions, before any client or link event.
     mutating func restore(_ stored: StoredSessions) {
-        closedIDs = stored.closed
+        closedIDs = ClosedSessionIDs(stored.closed)
         for session in stored.open {
             sessions[session.record.id] = Session(restoring: session)
             if !session.outboxDeadlines.isEmpty { sessionsWithTTL.insert(session.record.id) }
@@ -96,6 +98,9 @@ struct SessionRouter<Random: RandomNumberGenerator> {
             guard sessions.count + creating.count < limits.maxSessions else {
                 return [.fail(client: client.id, request: request, .limitReached,
                               "imagentd already holds \(limits.maxSessions) sessions ([limits] max_sessions)")]
+            }
+            if let refusal = perUIDSessionRefusal(client.uid) {
+                return [.fail(client: client.id, request: request, .limitReached, refusal)]
             }
             var session = Session(id: newID(), service: service, owner: client.uid, priority: open.priority ?? .normal,
                                   durable: open.durable ?? true)
@@ -894,7 +899,7 @@ extension SessionRouter {
 extension SessionLimits {
     /// The `[limits]` table of the configuration.
     init(_ limits: DaemonConfiguration.Limits) {
-        self.init(maxSessions: limits.maxSessions, maxPayloadBytes: limits.maxPayloadBytes,
+        self.init(maxSessions: limits.maxSessions, maxSessionsPerUID: limits.maxSessionsPerUID, maxPayloadBytes: limits.maxPayloadBytes,
                   outboxMessages: limits.outboxMessages, inboxMessages: limits.inboxMessages)
     }
 }

@@ -68,7 +68,16 @@ final class SessionService: LinkSessionDelegate {
 
     /// OPEN, CLOSE, DETACH, SEND and ACK.
     func handle(_ message: IPCMessage, request: UInt32, from client: IPCClientConnection) {
-        let who = SessionClient(id: client.id, uid: client.peer.uid, isAdmin: client.isAdmin)
+        // Admin rights matter only for another uid's session: asked then, not on every request.
+        let target: UInt64? = switch message {
+        case .open(let open): open.session
+        case .close(let target), .detach(let target): target.session
+        case .send(let send): send.session
+        case .ack(let ack): ack.session
+        default: nil
+        }
+        let foreign = target.flatMap { router.sessions[$0]?.owner }.map { $0 != client.peer.uid } ?? false
+        let who = SessionClient(id: client.id, uid: client.peer.uid, isAdmin: foreign && client.isAdmin)
         switch message {
         case .open(let open): run(router.clientOpen(who, request: request, open))
         case .close(let target): run(router.clientClose(who, request: request, session: target.session))
@@ -110,6 +119,17 @@ final class SessionService: LinkSessionDelegate {
     /// STATUS's `sessions` object.
     var counts: (sessions: Int, outbox: Int, inbox: Int) {
         (router.sessions.count, router.outboxTotal, router.inboxTotal)
+    }
+
+    /// The same figures over one uid's sessions: what a non-admin may see.
+    func counts(owner: UInt32) -> (sessions: Int, outbox: Int, inbox: Int) {
+        var result = (sessions: 0, outbox: 0, inbox: 0)
+        for session in router.sessions.values where session.owner == owner {
+            result.sessions += 1
+            result.outbox += session.outboxCount
+            result.inbox += session.inboxCount
+        }
+        return result
     }
 
     // MARK: Link

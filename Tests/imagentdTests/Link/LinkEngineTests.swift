@@ -162,7 +162,9 @@ struct LinkEngineTests {
         let tokens = try scratch.write("tokens", "secret-1\n")
         let first = try await startServer(tokenFile: tokens)
         let second = try await startServer(tokenFile: tokens)
-        let (engine, recorder) = try startEngine(testLinkConfiguration(endpoints: [first.address], tokenFile: tokens))
+        var configuration = testLinkConfiguration(endpoints: [first.address], tokenFile: tokens)
+        configuration.redirectAllow = [second.address]
+        let (engine, recorder) = try startEngine(configuration)
         try await recorder.waitFor(timeout: 10, "LOGIN_OK on the first server") { $0.isConnected }
         let mark = recorder.count
 

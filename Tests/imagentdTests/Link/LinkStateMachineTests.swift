@@ -90,7 +90,7 @@ import Testing
     }
 
     @Test func usesAGoawayRedirect_forTheNextAttemptOnly() throws {
-        var machine = makeMachine(endpoints: ["a.example:7000", "b.example:7000"])
+        var machine = makeRedirectMachine(endpoints: ["a.example:7000", "b.example:7000"], redirectAllow: ["[2001:db8::7]"])
         let attempt = connectedMachine(&machine, now: at(0))
         let redirect = Endpoint(parsing: "[2001:db8::7]:7443")!
         let goaway = machine.goaway(attempt, code: .shutdown, retryAfter: nil, redirect: redirect, now: at(100))

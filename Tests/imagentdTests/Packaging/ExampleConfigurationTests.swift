@@ -10,7 +10,7 @@ import Testing
     /// shorthand aside). A key added to the loader must be added here, to
     /// the example file and to imagentd.toml(5).
     static let allKeys: Set<String> = [
-        "server.endpoints", "server.agent_id", "server.max_frame_bytes",
+        "server.endpoints", "server.agent_id", "server.max_frame_bytes", "server.allow_plaintext", "server.redirect_allow",
         "server.tls.enabled", "server.tls.ca_file", "server.tls.server_name", "server.tls.certificate_file",
         "server.tls.private_key_file", "server.tls.verify",
         "auth.token_credential", "auth.token_file", "auth.token_command",
@@ -18,7 +18,7 @@ import Testing
         "store.directory", "store.durability",
         "heartbeat.min_seconds", "heartbeat.max_seconds",
         "reconnect.base_ms", "reconnect.cap_ms", "reconnect.probe_ms",
-        "limits.max_clients", "limits.max_sessions", "limits.max_payload_bytes", "limits.outbox_messages",
+        "limits.max_clients", "limits.max_clients_per_uid", "limits.max_sessions", "limits.max_sessions_per_uid", "limits.max_payload_bytes", "limits.outbox_messages",
         "limits.inbox_messages",
         "log.level", "network.watch", "metrics.prometheus_listen",
     ]
@@ -41,7 +41,7 @@ import Testing
         expected.server.tls.serverName = "im.example.net"
         expected.server.tls.certificateFile = "/etc/imagent/client.pem"
         expected.server.tls.privateKeyFile = "/etc/imagent/client.key"
-        // The uncommented [server.tls] table holds "enabled = false": TLS stays off.
+        // The uncommented [server.tls] table holds "enabled = true", the default.
         #expect(try ConfigLoader.load(text: uncommented, file: "imagentd.toml") == expected)
     }
 

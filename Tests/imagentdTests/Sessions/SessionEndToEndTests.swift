@@ -46,7 +46,8 @@ final class SessionTestDaemon: Sendable {
         link.onTransition { transition in core.value.linkChanged(transition) }
         let handler = try await loop.submit { NIOLoopBound<any IPCRequestHandler>(core.value, eventLoop: loop) }.get()
         let server = try await IPCServer.start(
-            settings: .init(socketPath: socket, mode: 0o600, group: "", adminGroup: "", maxPayload: 1 << 20, adoptedDescriptor: nil),
+            settings: .init(socketPath: socket, mode: 0o600, group: "", adminGroup: "", maxPayload: 1 << 20,
+                            maxConnections: 256, maxConnectionsPerUID: 64, adoptedDescriptor: nil),
             eventLoop: loop, daemon: handler, logger: logger)
         link.start()
         return SessionTestDaemon(link: link, core: core, server: server, socket: socket)

@@ -1,0 +1,53 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Counts local connections from the moment they are accepted (before HELLO,
+/// which a hostile client never sends), all users together and per uid, and
+/// refuses those beyond the limits. Pure: the IPC server asks and reports.
+struct ConnectionLimits: Sendable {
+    var total: Int
+    var perUID: Int
+    private(set) var count = 0
+    private(set) var byUID: [UInt32: Int] = [:]
+
+    init(total: Int, perUID: Int) {
+        self.total = total
+        self.perUID = perUID
+    }
+
+    /// Counts the connection in, or says why it is refused (LIMIT_REACHED).
+    mutating func admit(uid: UInt32) -> String? {
+        guard count < total else {
+            return "imagentd already serves \(total) connections ([limits] max_clients)"
+        }
+        let mine = byUID[uid, default: 0]
+        // Root is bound by the total only: it administers the daemon and could lift any cap anyway.
+        guard mine < perUID || uid == 0 else {
+            return "uid \(uid) already has \(perUID) connections to imagentd ([limits] max_clients_per_uid)"
+        }
+        count += 1
+        byUID[uid] = mine + 1
+        return nil
+    }
+
+    /// An admitted connection closed.
+    mutating func release(uid: UInt32) {
+        count -= 1
+        let left = byUID[uid, default: 1] - 1
+        byUID[uid] = left > 0 ? left : nil
+    }
+
+    /// Descriptors kept back from clients for the link, the store, DNS, the
+    /// token command and the journal, whatever `max_clients` says.
+    static let descriptorReserve = 64
+
+    /// `max_clients`, lowered so that clients can never take the descriptors
+    /// the daemon itself needs (RLIMIT_NOFILE minus the reserve).
+    static func effectiveTotal(configured: Int) -> Int {
+        var limit = rlimit()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return configured }
+        let available = Int(clamping: limit.rlim_cur) - descriptorReserve
+        return max(1, min(configured, available))
+    }
+}

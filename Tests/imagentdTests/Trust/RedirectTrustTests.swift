@@ -25,8 +25,10 @@ func makeRedirectMachine(endpoints: [String], redirectAllow: [String], tls: Bool
             if case .stateChanged(_, _, let reason) = action { return reason }
             return nil
         }.joined()
-        let closed = machine.connectionClosed(attempt, reason: "closed by us", now: at(1))
-        guard case .connecting(_, let endpoint)? = closed.enteredPhase else { return (nil, reason) }
+        var next = machine.connectionClosed(attempt, reason: "closed by us", now: at(1))
+        // A GOAWAY without RETRY_AFTER_MS is followed after the floor (1–2 s), never at once.
+        if let floor = next.armedTimer { next = machine.backoffElapsed(floor.id, now: floor.deadline) }
+        guard case .connecting(_, let endpoint)? = next.enteredPhase else { return (nil, reason) }
         return (endpoint, reason)
     }
 

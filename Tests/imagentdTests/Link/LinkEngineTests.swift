@@ -10,7 +10,7 @@ import Testing
 /// The engine against the real reference server over real sockets. Timings
 /// are printed as measurements; assertions only check what the policy
 /// guarantees, with generous slack for a loaded 2-core machine.
-@Suite("LinkEngine against the reference server", .serialized, .timeLimit(.minutes(2)))
+@Suite("LinkEngine against the reference server", .serialized, .timeLimit(.minutes(2)), .shutsDownEngines)
 struct LinkEngineTests {
     @Test func connectsAndLogsIn() async throws {
         let scratch = try ScratchDirectory()
@@ -100,6 +100,7 @@ struct LinkEngineTests {
         // A loop of its own, which the test holds up on purpose.
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let engine = try LinkEngine(configuration: configuration, eventLoop: group.next(), logger: testLogger("link-test"))
+        StartedEngines.register(engine)
         let recorder = TransitionRecorder()
         engine.onTransition { recorder.record($0) }
         engine.start()

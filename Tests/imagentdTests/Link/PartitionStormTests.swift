@@ -37,7 +37,7 @@ struct PartitionStorm {
         var connectsPerSecond: [Int]
         var loginsPerSecond: [Int]
         var admittedPerSecond: [Int]
-        var probesDuringPartition: Int
+        var synsLostInPartition: Int
         var loggedIn: Int
         var allBackAfter: Duration
         var longestWaitBeyondRetryAfter: Duration
@@ -47,7 +47,7 @@ struct PartitionStorm {
         var summary: String {
             """
             partition storm: \(loggedIn) agents back, the last \(allBackAfter) after the heal; \
-            \(probesDuringPartition) probes during the partition; \
+            \(synsLostInPartition) SYNs lost in the partition; \
             latest SYN after the heal \(firstSYNAfterHeal); \
             longest wait beyond RETRY_AFTER \(longestWaitBeyondRetryAfter)
             per second after the heal — TCP connects: \(connectsPerSecond); LOGINs: \(loginsPerSecond); admitted: \(admittedPerSecond)
@@ -100,7 +100,7 @@ struct PartitionStorm {
     private var connects = [Int](repeating: 0, count: 60)
     private var logins = [Int](repeating: 0, count: 60)
     private var admitted = [Int](repeating: 0, count: 60)
-    private var probes = 0
+    private var synsLost = 0
     private var longestBeyond = Duration.zero
     private var latestFirstSYN = Duration.zero
     private var windowsGrownAtHeal: Int?
@@ -127,7 +127,7 @@ struct PartitionStorm {
             connectsPerSecond: Self.trimmed(connects),
             loginsPerSecond: Self.trimmed(logins),
             admittedPerSecond: Self.trimmed(admitted),
-            probesDuringPartition: probes,
+            synsLostInPartition: synsLost,
             loggedIn: back.count,
             allBackAfter: (back.max() ?? heal) - heal,
             longestWaitBeyondRetryAfter: longestBeyond,
@@ -226,7 +226,7 @@ struct PartitionStorm {
                 agents[index].network = (syn + rtt, .synAck(attempt))
                 return
             }
-            probes += 1
+            synsLost += 1
             agents[index].lastSYN = syn
             offset += retransmit
             retransmit *= 2

@@ -40,8 +40,11 @@ final class StartedEngines: Sendable {
         current?.engines.withLock { $0.append(engine) }
     }
 
-    /// Shutting down an engine twice is harmless: a test may have done it itself.
+    /// Shuts down the engines the test has not shut down itself (a second shutdown of
+    /// the same engine is not supported: its thread pool is gone).
     func shutDownAll() async {
-        for engine in engines.withLock({ $0 }) { await engine.shutdown() }
+        for engine in engines.withLock({ $0 }) where await !engine.status().detail.contains("shut down") {
+            await engine.shutdown()
+        }
     }
 }

@@ -10,7 +10,7 @@ import Testing
 /// The engine against the real reference server over real sockets. Timings
 /// are printed as measurements; assertions only check what the policy
 /// guarantees, with generous slack for a loaded 2-core machine.
-@Suite("LinkEngine against the reference server", .serialized, .timeLimit(.minutes(2)), .shutsDownEngines)
+@Suite("LinkEngine against the reference server", .serialized, .timeLimit(.minutes(2)))
 struct LinkEngineTests {
     @Test func connectsAndLogsIn() async throws {
         let scratch = try ScratchDirectory()

@@ -8,7 +8,7 @@ import Testing
 /// The heartbeat on real links: the interval chosen over a fast and a slow
 /// path, and NAT probing against a server that black-holes idle links.
 /// Figures are printed, and only the policy's direction is asserted.
-@Suite("Heartbeat on real links", .serialized, .timeLimit(.minutes(4)), .shutsDownEngines)
+@Suite("Heartbeat on real links", .serialized, .timeLimit(.minutes(4)))
 struct HeartbeatAdaptationTests {
     /// Connects through a delay proxy, keeps a session "open" (active mode,
     /// where quality scales the interval) and samples the interval.

@@ -116,7 +116,6 @@ func startEngine(_ configuration: LinkConfiguration) throws -> (LinkEngine, Tran
         eventLoop: MultiThreadedEventLoopGroup.singleton.next(),
         logger: testLogger("link-test")
     )
-    StartedEngines.register(engine)
     let recorder = TransitionRecorder()
     engine.onTransition { recorder.record($0) }
     engine.start()

@@ -100,7 +100,6 @@ struct LinkEngineTests {
         // A loop of its own, which the test holds up on purpose.
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let engine = try LinkEngine(configuration: configuration, eventLoop: group.next(), logger: testLogger("link-test"))
-        StartedEngines.register(engine)
         let recorder = TransitionRecorder()
         engine.onTransition { recorder.record($0) }
         engine.start()

@@ -6,7 +6,7 @@ import Testing
 
 /// TLS with a CA made for the test: verification on, SNI and the verified
 /// name from the configuration.
-@Suite("LinkEngine over TLS", .serialized, .timeLimit(.minutes(1)), .shutsDownEngines)
+@Suite("LinkEngine over TLS", .serialized, .timeLimit(.minutes(1)))
 struct LinkTLSTests {
     /// A CA and a server certificate for `imlink.test`, signed by it.
     struct Certificates {

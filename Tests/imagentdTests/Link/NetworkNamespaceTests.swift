@@ -16,7 +16,7 @@ import Testing
 /// keeps packets for the test address from ever leaving through a default
 /// route while the veth is down; it also makes "no route" visible to the
 /// watcher in that case.
-@Suite("Link through a network namespace", .serialized, .timeLimit(.minutes(2)), .shutsDownEngines)
+@Suite("Link through a network namespace", .serialized, .timeLimit(.minutes(2)))
 struct NetworkNamespaceTests {
     static let refserverBinary: String? = {
         if let path = ProcessInfo.processInfo.environment["IMAGENT_REFSERVER"] { return path }

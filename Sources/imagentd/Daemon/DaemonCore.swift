@@ -252,12 +252,19 @@ final class DaemonCore: IPCRequestHandler {
         json.field("count", counts.sessions)
         json.field("outbox", counts.outbox)
         json.field("inbox", counts.inbox)
+        let queue = sessions.queueBytes
+        json.field("outbox_bytes", queue.outbox)
         json.endObject()
         let files = storeFileSizes
         json.beginObject("store")
         json.field("path", SQLiteSessionPersistence.path(inDirectory: configuration.store.directory))
         json.field("db_bytes", files.database)
         json.field("wal_bytes", files.wal)
+        json.field("memory_bytes", queue.memory)
+        json.field("memory_budget_bytes", configuration.store.memoryBudgetBytes)
+        json.field("failures", sessions.storeFailuresTotal)
+        json.field("last_error", sessions.lastStoreFailure?.text)
+        json.field("last_error_ms", sessions.lastStoreFailure?.atMS)
         json.endObject()
         json.endObject()
         return json.text
@@ -270,6 +277,7 @@ final class DaemonCore: IPCRequestHandler {
         json.field("link_attempts_total", linkStatus.attempts)
         json.field("link_reconnects_total", linkStatus.reconnectCount)
         json.field("messages_expired_total", sessions.expiredTotal)
+        json.field("store_failures_total", sessions.storeFailuresTotal)
         json.endObject()
         json.beginObject("gauges")
         json.field("link_connected", linkStatus.state == "connected" ? 1 : 0)
@@ -281,6 +289,9 @@ final class DaemonCore: IPCRequestHandler {
         json.field("sessions", counts.sessions)
         json.field("outbox_messages", counts.outbox)
         json.field("inbox_messages", counts.inbox)
+        let queue = sessions.queueBytes
+        json.field("outbox_bytes", queue.outbox)
+        json.field("store_memory_bytes", queue.memory)
         let files = storeFileSizes
         json.field("store_db_bytes", files.database)
         json.field("store_wal_bytes", files.wal)

@@ -31,6 +31,8 @@ struct ReloadPlan {
         restart("reconnect", \.reconnect)
         restart("limits.max_sessions", \.limits.maxSessions)
         restart("limits.max_payload_bytes", \.limits.maxPayloadBytes)
+        restart("limits.outbox_bytes", \.limits.outboxBytes)
+        restart("limits.uid_outbox_bytes", \.limits.uidOutboxBytes)
         restart("network.watch", \.watchNetwork)
         restart("metrics", \.prometheusListen)
     }

@@ -155,6 +155,11 @@ final class LinkEngine: Sendable {
         core.value.sessionProtocolViolation(reason)
     }
 
+    /// The daemon's own store failed: drop the link without ERROR and back off.
+    func localFailure(_ reason: String) {
+        core.value.localFailure(reason)
+    }
+
     /// *On the loop.* Whether any local client holds a session open; the
     /// heartbeat stretches its interval while none does.
     func setSessionsActive(_ active: Bool) {

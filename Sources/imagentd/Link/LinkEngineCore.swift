@@ -124,6 +124,12 @@ final class LinkEngineCore {
         run(machine.protocolViolation(connection.attempt, code: .protocolError, reason: reason, now: .now))
     }
 
+    /// The daemon's own store failed under the link: close without ERROR, back off, resume.
+    func localFailure(_ reason: String) {
+        guard let connection, !connection.closing else { return }
+        run(machine.localFailure(connection.attempt, reason: reason, now: .now))
+    }
+
     func sessionsActive(_ active: Bool) { perform(heartbeat.sessionsActive(active, now: .now)) }
 
     func send(_ frame: Frame) -> Bool {

@@ -1,3 +1,4 @@
+import AgentIPC
 import Foundation
 import Testing
 
@@ -72,11 +73,13 @@ struct QueueMemoryTests {
         }
     }
 
-    /// Outbound messages the daemon holds (STATUS `sessions.outbox`).
+    /// Outbound messages the daemon holds (STATUS `sessions.outbox`), over a connection of
+    /// its own (no child process per poll: Foundation's Process misbehaves when run often).
     private func outbox(_ cluster: LoadCluster) async throws -> Int {
-        let result = try await ImagentProcess.run(["--socket", cluster.socketPath, "status", "--json"])
-        guard result.status == 0,
-              let object = try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any],
+        guard let client = try? await IPCClient.connect(socketPath: cluster.socketPath, clientName: "queue-memory") else { return 0 }
+        defer { Task { await client.close() } }
+        guard let text = try? await client.status(),
+              let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
               let sessions = object["sessions"] as? [String: Any], let outbox = sessions["outbox"] as? NSNumber else { return 0 }
         return outbox.intValue
     }

@@ -73,6 +73,8 @@ struct SessionRouter<Random: RandomNumberGenerator> {
     /// Whether a link is established, and whether it negotiated FLOW.
     private(set) var link: LinkInfo?
     private var ackFlushScheduled = false
+    /// Sessions that stored inbound DATA since the last flush: only they are looked at.
+    private var acksDue: Set<UInt64> = []
     private var reportedActive = false
     private var nextToken: UInt64 = 0
     /// Sessions with outbox messages that have a TTL.
@@ -397,14 +399,18 @@ struct SessionRouter<Random: RandomNumberGenerator> {
     /// Sends the ACKs due since `scheduleAckFlush`: one per session, the highest stored seq.
     mutating func flushAcks() -> [SessionAction] {
         ackFlushScheduled = false
+        let due = acksDue
+        acksDue.removeAll(keepingCapacity: true)
         guard link != nil else { return [] }
         var actions: [SessionAction] = []
-        for id in sessionIDsByPriority {
-            guard var session = sessions[id], session.upstream == .open || session.upstream == .opening,
-                  session.receivedSeq > session.ackedUpstreamSeq else { continue }
-            session.ackedUpstreamSeq = session.receivedSeq
-            sessions[id] = session
-            actions.append(.send(.ack(Ack(session: id, seq: session.receivedSeq))))
+        // Not a sort of every session per flush: only those with something to acknowledge.
+        let ordered = due.compactMap { id in sessions[id].map { (priority: $0.priority.rawValue, id: id) } }
+            .sorted { ($0.priority, $0.id) < ($1.priority, $1.id) }
+        for (_, id) in ordered {
+            guard let (upstream, received, acked) = sessions[id].map({ ($0.upstream, $0.receivedSeq, $0.ackedUpstreamSeq) }),
+                  upstream == .open || upstream == .opening, received > acked else { continue }
+            sessions[id]!.ackedUpstreamSeq = received
+            actions.append(.send(.ack(Ack(session: id, seq: received))))
         }
         return actions
     }
@@ -682,6 +688,10 @@ extension SessionRouter {
     /// window has room; otherwise it waits for room in the budget.
     private mutating func refillOutbound(_ session: inout Session) -> [SessionAction] {
         guard session.upstream == .open, session.outboundLoad == nil, session.loadedCount < session.outbox.count else { return [] }
+        // Read in batches: with messages still to send in memory, wait until a quarter of the share is free.
+        let pendingInMemory = session.loadedCount - session.transmittedCount
+        let room = min(limits.memoryBudgetBytes - windowBytes, limits.sessionShareBytes - session.windowBytes)
+        if pendingInMemory > 0, room < limits.sessionShareBytes / 4 { return [] }
         var count = 0
         var bytes = 0
         var index = session.outbox.index(session.outbox.startIndex, offsetBy: session.loadedCount)
@@ -698,9 +708,6 @@ extension SessionRouter {
             budgetWaiters.insert(session.id)
             return []
         }
-        // Read in batches: with messages still to send in memory, wait until a quarter of the share is free.
-        let pendingInMemory = session.loadedCount - session.transmittedCount
-        if pendingInMemory > 0, index != session.outbox.endIndex, bytes < limits.sessionShareBytes / 4 { return [] }
         budgetWaiters.remove(session.id)
         let after = session.loadedCount == 0
             ? session.outbox[session.outbox.startIndex].seq - 1
@@ -1110,6 +1117,7 @@ extension SessionRouter {
                 }
             }
             var actions: [SessionAction] = []
+            acksDue.insert(id)
             if !ackFlushScheduled {
                 ackFlushScheduled = true
                 actions.append(.scheduleAckFlush)

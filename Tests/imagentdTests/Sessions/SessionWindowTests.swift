@@ -132,3 +132,21 @@ import Testing
         #expect(router.outboxBytesByUID[alice.uid] == 200)
     }
 }
+
+/// The link's side of a local store failure: closed without ERROR, then a backoff, as after a failed attempt.
+@Suite struct LocalStoreFailureLinkTests {
+    @Test func aLocalFailure_closesWithoutError_andBacksOff() {
+        var machine = makeMachine()
+        let attempt = connectedMachine(&machine, now: at(0))
+        let failed = machine.localFailure(attempt, reason: "inbound seq 7 not stored: disk I/O error", now: at(5))
+        #expect(failed.last == .closeConnection(attempt, sendError: nil))
+        let closed = machine.connectionClosed(attempt, reason: "closed by us", now: at(5))
+        guard case .waitingToReconnect(let until)? = closed.enteredPhase else {
+            Issue.record("a local failure backs off: \(closed)")
+            return
+        }
+        #expect(until > at(5))
+        // Not for an attempt that is gone.
+        #expect(machine.localFailure(attempt, reason: "late", now: at(6)).isIgnored)
+    }
+}

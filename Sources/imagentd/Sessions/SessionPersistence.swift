@@ -46,7 +46,7 @@ enum SessionPersistenceError: Error, Hashable, Sendable, CustomStringConvertible
 
     var description: String {
         switch self {
-        case .full: "the store is full"
+        case .full: "the store is full ([store] max_bytes, or the disk): retry once the server has acknowledged queued messages"
         case .failed(let why): "the store failed: \(why)"
         }
     }

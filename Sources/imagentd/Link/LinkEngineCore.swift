@@ -50,6 +50,8 @@ final class LinkEngineCore {
     private var establishedCount = 0
     private var attempts = 0
     private var lastError: String?
+    /// The sessions asked not to read from the link (see `setReading`).
+    private var readingPaused = false
 
     // Outputs.
     weak var sessionDelegate: LinkSessionDelegate?
@@ -122,6 +124,15 @@ final class LinkEngineCore {
     func sessionProtocolViolation(_ reason: String) {
         guard let connection, !connection.closing else { return }
         run(machine.protocolViolation(connection.attempt, code: .protocolError, reason: reason, now: .now))
+    }
+
+    /// Inbound data waits for the store: stop reading (the kernel's buffers fill and TCP
+    /// pushes back on the server) until the sessions say to read again; kept for a new link.
+    func setReading(_ on: Bool) {
+        readingPaused = !on
+        guard let channel = connection?.channel else { return }
+        try? channel.syncOptions?.setOption(ChannelOptions.autoRead, value: on)
+        if on { channel.read() }
     }
 
     /// The daemon's own store failed under the link: close without ERROR, back off, resume.
@@ -474,6 +485,7 @@ final class LinkEngineCore {
                         return
                     }
                     current.channel = channel
+                    if readingPaused { try? channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false) }
                     connection = current
                     run(machine.tcpConnected(attempt, now: .now))
                 case .failure(let error):

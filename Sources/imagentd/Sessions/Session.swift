@@ -170,6 +170,8 @@ struct Session {
     var outboxTotalBytes: Int { outboxBytes + storingOutBytes }
     /// Payload bytes of the SENDs being stored.
     var storingOutBytes = 0
+    /// Payload bytes of the DATA being stored.
+    var storingInBytes = 0
     /// Bytes of this session's payloads in memory, the reads under way included (see `SessionRouter.memoryBudgetBytes`).
     var windowBytes: Int {
         loadedBytes + inboxWindowBytes + (outboundLoad?.reserved ?? 0) + (inboundLoad?.reserved ?? 0)

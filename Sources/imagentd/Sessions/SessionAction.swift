@@ -23,6 +23,9 @@ enum SessionAction {
     /// The local store failed (disk, database): not the server's fault, so no ERROR goes
     /// up; the link is dropped, backs off and resumes from what is stored.
     case storeFailed(reason: String)
+    /// Stop (false) or resume (true) reading from the link: inbound DATA waiting for the
+    /// store passed the memory budget, so TCP pushes back on the server meanwhile.
+    case linkReading(Bool)
     /// Read up to `limit` stored outbound messages after `after` (no more than `maxBytes`),
     /// then hand them to `SessionRouter.outboundLoaded(session:token:_:)`.
     case loadOutbound(session: UInt64, after: UInt64, limit: Int, maxBytes: Int, token: UInt64)

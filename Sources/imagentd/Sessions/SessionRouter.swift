@@ -84,6 +84,11 @@ struct SessionRouter<Random: RandomNumberGenerator> {
     private(set) var windowBytes = 0
     /// Sessions whose window waits for room in the budget: refilled, by priority, when some frees.
     private var budgetWaiters: Set<UInt64> = []
+    /// Inbound payload bytes received and still being stored, all sessions: beyond the
+    /// budget the link stops reading (TCP pushes back on the server) until half is stored.
+    private(set) var storingInBytes = 0
+    /// Whether the link was told to stop reading.
+    private(set) var linkReadingPaused = false
     /// Outbound payload bytes queued (stored or being stored) per owner uid (`[limits] uid_outbox_bytes`).
     private(set) var outboxBytesByUID: [UInt32: Int] = [:]
     /// Wall-clock time in ms since the Unix epoch, for TTLs (a fixed clock in tests).
@@ -640,6 +645,7 @@ extension SessionRouter {
         budgetWaiters.remove(id)
         outboxBytesByUID[session.owner, default: 0] -= session.outboxTotalBytes
         if outboxBytesByUID[session.owner] == 0 { outboxBytesByUID[session.owner] = nil }
+        storingInBytes -= session.storingInBytes
         closedIDs.insert(id)
         var actions: [SessionAction] = [.watch(SessionChange(.closed, session, state: .closed, reason: reason))]
         for waiter in attachesAwaitingStores.removeValue(forKey: id) ?? [] {
@@ -649,7 +655,7 @@ extension SessionRouter {
             if link != nil { actions.append(.send(.close(Close(session: id)))) } else { closeUpstream.insert(id) }
         }
         actions.append(.persist(.close(session: id), then: continuation))
-        return actions + wakeBudgetWaiters()
+        return actions + wakeBudgetWaiters() + resumeLinkReading()
     }
 
     // MARK: Memory windows
@@ -1082,8 +1088,15 @@ extension SessionRouter {
         session.storingSeq = data.seq
         let token = takeToken()
         session.storingIn[data.seq] = (data.body, token, false)
-        return [.persist(.appendInbound(session: data.session, seq: data.seq, payload: data.body),
-                         then: .inboundStored(session: data.session, seq: data.seq, token: token))]
+        session.storingInBytes += data.body.readableBytes
+        storingInBytes += data.body.readableBytes
+        var actions: [SessionAction] = [.persist(.appendInbound(session: data.session, seq: data.seq, payload: data.body),
+                                                 then: .inboundStored(session: data.session, seq: data.seq, token: token))]
+        if !linkReadingPaused, storingInBytes > limits.memoryBudgetBytes {
+            linkReadingPaused = true
+            actions.append(.linkReading(false))
+        }
+        return actions
     }
 
     private mutating func inboundStored(session id: UInt64, seq: UInt64, token: UInt64,
@@ -1095,11 +1108,15 @@ extension SessionRouter {
         switch result {
         case .failure(let error):
             // Unstored means unacknowledged: the server resends from RESUME_AFTER on the next link.
-            for later in session.storingIn.keys where later >= seq { session.storingIn[later] = nil }
+            for later in session.storingIn.keys where later >= seq {
+                let bytes = session.storingIn.removeValue(forKey: later)?.payload.readableBytes ?? 0
+                session.storingInBytes -= bytes
+                storingInBytes -= bytes
+            }
             session.storingSeq = seq - 1
             sessions[id] = session
             // Our disk's failure, not the server's: no ERROR upstream, the link backs off and resumes.
-            return [.storeFailed(reason: "session \(id): inbound seq \(seq) not stored: \(error)")]
+            return [.storeFailed(reason: "session \(id): inbound seq \(seq) not stored: \(error)")] + resumeLinkReading()
         case .success:
             session.storingIn[seq]?.stored = true
             while let next = session.storingIn[session.receivedSeq + 1], next.stored {
@@ -1108,6 +1125,8 @@ extension SessionRouter {
                 // Kept in the window for a reading client when it follows the window and
                 // fits; otherwise read back from the store when the client gets to it.
                 let bytes = next.payload.readableBytes
+                session.storingInBytes -= bytes
+                storingInBytes -= bytes
                 // A blocked client counts as reading: it drains soon, and the window bounds what waits.
                 if session.attachedClient != nil, session.inboundLoad == nil,
                    session.dispatchedSeq + UInt64(session.inbox.count) + 1 == session.receivedSeq, fits(bytes, session) {
@@ -1135,8 +1154,15 @@ extension SessionRouter {
             }
             sessions[id] = session
             actions += deliver(id)
-            return actions
+            return actions + resumeLinkReading()
         }
+    }
+
+    /// The link reads again once half of what was being stored is stored.
+    private mutating func resumeLinkReading() -> [SessionAction] {
+        guard linkReadingPaused, storingInBytes <= limits.memoryBudgetBytes / 2 else { return [] }
+        linkReadingPaused = false
+        return [.linkReading(true)]
     }
 
     /// DURABLE = 0 keeps nothing for a client that is not there: with no

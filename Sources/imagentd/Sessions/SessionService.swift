@@ -190,6 +190,9 @@ final class SessionService: LinkSessionDelegate {
         case .dropLink(let reason):
             logger.warning("dropping the link", metadata: ["reason": "\(reason)"])
             link.sessionProtocolViolation(reason)
+        case .linkReading(let on):
+            logger.info(on ? "reading from the link again" : "inbound data waits for the store: not reading from the link meanwhile")
+            link.setReading(on)
         case .storeFailed(let reason):
             storeFailuresTotal += 1
             lastStoreFailure = (reason, Int64(WallClock.nowMS()))

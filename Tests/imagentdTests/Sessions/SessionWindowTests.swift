@@ -95,6 +95,25 @@ import Testing
         #expect(router.completing(router.received(.data(DataFrame(session: id, seq: beyond, body: bytes("x"))))).dropsLink)
     }
 
+    @Test func dataWaitingForASlowStore_stopsReadingFromTheLink_untilHalfIsStored() {
+        var router = makeRouter(SessionLimits(memoryBudgetBytes: 1_000))
+        let id = router.newSession()
+        _ = router.establish()
+        // Ten DATA of 200 bytes arrive faster than the store commits them.
+        var pending: [SessionAction] = []
+        var paused = false
+        for seq in 1...10 {
+            let actions = router.received(.data(DataFrame(session: id, seq: UInt64(seq), body: bytes(payload(seq, size: 200)))))
+            if actions.contains(where: { if case .linkReading(false) = $0 { true } else { false } }) { paused = true }
+            pending += actions
+        }
+        #expect(paused)
+        #expect(router.linkReadingPaused)
+        let stored = router.completing(pending)
+        #expect(stored.contains { if case .linkReading(true) = $0 { true } else { false } })
+        #expect(router.storingInBytes == 0 && !router.linkReadingPaused)
+    }
+
     @Test func aLocalStoreFailure_isNotBlamedOnTheServer() {
         var router = makeRouter()
         let id = router.newSession()

@@ -91,17 +91,21 @@ extension AgentStore {
         }
     }
 
-    /// Up to `limit` outbound messages after seq `after`, in order: what to resend after OPEN_OK.
-    public func outbound(session: UInt64, after: UInt64, limit: Int, on loop: EventLoop) -> EventLoopFuture<[OutboundMessage]> {
-        single(.outbound(session: session, after: after, limit: limit), on: loop) { result in
+    /// Up to `limit` outbound messages after seq `after`, in order, and no more than `maxBytes`
+    /// of payload (but at least one message): the daemon's send window refills from here.
+    public func outbound(session: UInt64, after: UInt64, limit: Int, maxBytes: Int = .max,
+                         on loop: EventLoop) -> EventLoopFuture<[OutboundMessage]> {
+        single(.outbound(session: session, after: after, limit: limit, maxBytes: maxBytes), on: loop) { result in
             guard case .outbound(let messages) = result else { return nil }
             return messages
         }
     }
 
-    /// Up to `limit` inbound messages after seq `after`, in order: what to redeliver after an attach.
-    public func inbound(session: UInt64, after: UInt64, limit: Int, on loop: EventLoop) -> EventLoopFuture<[InboundMessage]> {
-        single(.inbound(session: session, after: after, limit: limit), on: loop) { result in
+    /// Up to `limit` inbound messages after seq `after`, in order, and no more than `maxBytes`
+    /// of payload (but at least one message): what the daemon delivers next to a client.
+    public func inbound(session: UInt64, after: UInt64, limit: Int, maxBytes: Int = .max,
+                        on loop: EventLoop) -> EventLoopFuture<[InboundMessage]> {
+        single(.inbound(session: session, after: after, limit: limit, maxBytes: maxBytes), on: loop) { result in
             guard case .inbound(let messages) = result else { return nil }
             return messages
         }
@@ -113,6 +117,15 @@ extension AgentStore {
         single(.load, on: loop) { result in
             guard case .snapshot(let snapshot) = result else { return nil }
             return snapshot
+        }
+    }
+
+    /// Every session with its counters and an index of its queues, without payloads:
+    /// the daemon's start-up (the payloads stay on disk until they are sent or delivered).
+    public func loadIndex(on loop: EventLoop) -> EventLoopFuture<StoreIndex> {
+        single(.loadIndex, on: loop) { result in
+            guard case .index(let index) = result else { return nil }
+            return index
         }
     }
 

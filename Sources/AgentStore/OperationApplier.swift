@@ -64,6 +64,8 @@ final class OperationApplier {
     private let selectInboxAfter: SQLiteStatement
     private let selectAllOutbox: SQLiteStatement
     private let selectAllInbox: SQLiteStatement
+    private let selectOutboxIndex: SQLiteStatement
+    private let selectInboxBytes: SQLiteStatement
 
     private static let sessionColumns =
         "id, service, owner_uid, priority, durable, state, failure_code, sent_seq, acked_seq, received_seq, delivered_seq, created_ms"
@@ -109,6 +111,10 @@ final class OperationApplier {
             "SELECT seq, payload FROM inbox WHERE session = ? AND seq > ? ORDER BY seq LIMIT ?")
         selectAllOutbox = try database.prepare("SELECT session, seq, payload, expires_ms FROM outbox ORDER BY session, seq")
         selectAllInbox = try database.prepare("SELECT session, seq, payload FROM inbox ORDER BY session, seq")
+        // length() of a BLOB reads its size from the record header, not its (overflow) pages.
+        selectOutboxIndex = try database.prepare(
+            "SELECT session, seq, length(payload), expires_ms FROM outbox ORDER BY session, seq")
+        selectInboxBytes = try database.prepare("SELECT session, sum(length(payload)) FROM inbox GROUP BY session")
     }
 
     /// Applies one operation inside the open transaction.
@@ -163,13 +169,16 @@ final class OperationApplier {
         case .session(let id):
             try writeCounters()
             return .sessionRecord(try sessionRecord(id))
-        case .outbound(let session, let after, let limit):
-            return .outbound(try outbound(session: session, after: after, limit: limit))
-        case .inbound(let session, let after, let limit):
-            return .inbound(try inbound(session: session, after: after, limit: limit))
+        case .outbound(let session, let after, let limit, let maxBytes):
+            return .outbound(try outbound(session: session, after: after, limit: limit, maxBytes: maxBytes))
+        case .inbound(let session, let after, let limit, let maxBytes):
+            return .inbound(try inbound(session: session, after: after, limit: limit, maxBytes: maxBytes))
         case .load:
             try writeCounters()
             return .snapshot(try load())
+        case .loadIndex:
+            try writeCounters()
+            return .index(try loadIndex())
         }
     }
 
@@ -352,14 +361,17 @@ final class OperationApplier {
         return expired
     }
 
-    private func outbound(session: UInt64, after: UInt64, limit: Int) throws(SQLiteError) -> [OutboundMessage] {
+    private func outbound(session: UInt64, after: UInt64, limit: Int, maxBytes: Int) throws(SQLiteError) -> [OutboundMessage] {
         defer { selectOutboxAfter.reset() }
         try selectOutboxAfter.bind([.integer(Int64(bitPattern: session)), .integer(Int64(bitPattern: after)),
                                     .integer(Int64(limit))])
         var messages: [OutboundMessage] = []
-        while try selectOutboxAfter.step() {
-            messages.append(OutboundMessage(seq: UInt64(bitPattern: selectOutboxAfter.integer(at: 0)),
-                                            payload: buffer(selectOutboxAfter, column: 1),
+        var bytes = 0
+        while bytes < maxBytes, try selectOutboxAfter.step() {
+            let payload = buffer(selectOutboxAfter, column: 1)
+            guard messages.isEmpty || bytes + payload.readableBytes <= maxBytes else { break }
+            bytes += payload.readableBytes
+            messages.append(OutboundMessage(seq: UInt64(bitPattern: selectOutboxAfter.integer(at: 0)), payload: payload,
                                             expiresAtMS: selectOutboxAfter.isNull(at: 2) ? nil : selectOutboxAfter.integer(at: 2)))
         }
         return messages
@@ -393,14 +405,17 @@ final class OperationApplier {
         setCounters(session, changed, seqsChanged: true)
     }
 
-    private func inbound(session: UInt64, after: UInt64, limit: Int) throws(SQLiteError) -> [InboundMessage] {
+    private func inbound(session: UInt64, after: UInt64, limit: Int, maxBytes: Int) throws(SQLiteError) -> [InboundMessage] {
         defer { selectInboxAfter.reset() }
         try selectInboxAfter.bind([.integer(Int64(bitPattern: session)), .integer(Int64(bitPattern: after)),
                                    .integer(Int64(limit))])
         var messages: [InboundMessage] = []
-        while try selectInboxAfter.step() {
-            messages.append(InboundMessage(seq: UInt64(bitPattern: selectInboxAfter.integer(at: 0)),
-                                           payload: buffer(selectInboxAfter, column: 1)))
+        var bytes = 0
+        while bytes < maxBytes, try selectInboxAfter.step() {
+            let payload = buffer(selectInboxAfter, column: 1)
+            guard messages.isEmpty || bytes + payload.readableBytes <= maxBytes else { break }
+            bytes += payload.readableBytes
+            messages.append(InboundMessage(seq: UInt64(bitPattern: selectInboxAfter.integer(at: 0)), payload: payload))
         }
         return messages
     }
@@ -453,6 +468,43 @@ final class OperationApplier {
             }
         }
         return StoreSnapshot(sessions: sessions, metadata: metadata)
+    }
+
+    private func loadIndex() throws -> StoreIndex {
+        var sessions: [IndexedSession] = []
+        var position: [UInt64: Int] = [:]
+        do {
+            defer { selectAllSessions.reset() }
+            while try selectAllSessions.step() {
+                let record = try Self.record(from: selectAllSessions)
+                position[record.id] = sessions.count
+                sessions.append(IndexedSession(record: record))
+            }
+        }
+        do {
+            defer { selectAllGivenUp.reset() }
+            while try selectAllGivenUp.step() {
+                guard let index = position[UInt64(bitPattern: selectAllGivenUp.integer(at: 0))] else { continue }
+                sessions[index].record.givenUp = UInt64(bitPattern: selectAllGivenUp.integer(at: 1))
+            }
+        }
+        do {
+            defer { selectOutboxIndex.reset() }
+            while try selectOutboxIndex.step() {
+                guard let index = position[UInt64(bitPattern: selectOutboxIndex.integer(at: 0))] else { continue }
+                sessions[index].outbox.append(OutboundIndexEntry(
+                    seq: UInt64(bitPattern: selectOutboxIndex.integer(at: 1)), bytes: Int(selectOutboxIndex.integer(at: 2)),
+                    expiresAtMS: selectOutboxIndex.isNull(at: 3) ? nil : selectOutboxIndex.integer(at: 3)))
+            }
+        }
+        do {
+            defer { selectInboxBytes.reset() }
+            while try selectInboxBytes.step() {
+                guard let index = position[UInt64(bitPattern: selectInboxBytes.integer(at: 0))] else { continue }
+                sessions[index].inboxBytes = Int(selectInboxBytes.integer(at: 1))
+            }
+        }
+        return StoreIndex(sessions: sessions)
     }
 
     // MARK: Helpers

@@ -32,12 +32,17 @@ public enum StoreOperation: Sendable, Hashable {
     case metadata(key: String)
     /// Reads one session's row. → `.sessionRecord`
     case session(UInt64)
-    /// Reads up to `limit` outbound messages after `after`, in seq order (resend after OPEN_OK). → `.outbound`
-    case outbound(session: UInt64, after: UInt64, limit: Int)
-    /// Reads up to `limit` inbound messages after `after`, in seq order (redelivery after attach). → `.inbound`
-    case inbound(session: UInt64, after: UInt64, limit: Int)
+    /// Reads up to `limit` outbound messages after `after`, in seq order (resend after OPEN_OK),
+    /// stopping once `maxBytes` of payload are read (at least one message). → `.outbound`
+    case outbound(session: UInt64, after: UInt64, limit: Int, maxBytes: Int)
+    /// Reads up to `limit` inbound messages after `after`, in seq order (redelivery after attach),
+    /// stopping once `maxBytes` of payload are read (at least one message). → `.inbound`
+    case inbound(session: UInt64, after: UInt64, limit: Int, maxBytes: Int)
     /// Reads everything: every session with its queues, and the metadata. → `.snapshot`
     case load
+    /// Reads every session with its counters and what is queued, without payloads:
+    /// the daemon's start-up, whose memory must not grow with the queue. → `.index`
+    case loadIndex
 
     /// Whether applying this can make the database file bigger. When the store is
     /// full, operations that cannot are retried alone, so acknowledgements and
@@ -46,7 +51,7 @@ public enum StoreOperation: Sendable, Hashable {
         switch self {
         case .createSession, .appendOutbound, .appendInbound, .setMetadata: true
         case .allocateSessionID, .markAcked, .markDelivered, .failSession, .closeSession, .expireOutbound, .giveUpOutbound,
-             .metadata, .session, .outbound, .inbound, .load: false
+             .metadata, .session, .outbound, .inbound, .load, .loadIndex: false
         }
     }
 }
@@ -62,4 +67,5 @@ public enum StoreResult: Sendable, Hashable {
     case outbound([OutboundMessage])
     case inbound([InboundMessage])
     case snapshot(StoreSnapshot)
+    case index(StoreIndex)
 }

@@ -26,3 +26,44 @@ public struct StoreSnapshot: Sendable, Hashable {
         self.metadata = metadata
     }
 }
+
+/// One queued outbound message without its payload: what start-up keeps in memory.
+public struct OutboundIndexEntry: Sendable, Hashable {
+    public var seq: UInt64
+    /// The payload's length.
+    public var bytes: Int
+    /// When the message expires (ms since the Unix epoch), or nil for never.
+    public var expiresAtMS: Int64?
+
+    public init(seq: UInt64, bytes: Int, expiresAtMS: Int64? = nil) {
+        self.seq = seq
+        self.bytes = bytes
+        self.expiresAtMS = expiresAtMS
+    }
+}
+
+/// One session as `loadIndex` returns it: its row, its outbox without payloads,
+/// and the size of its inbox (whose seqs are `deliveredSeq + 1 … receivedSeq`).
+public struct IndexedSession: Sendable, Hashable {
+    public var record: SessionRecord
+    /// Unacknowledged outbound messages in seq order, without payloads.
+    public var outbox: [OutboundIndexEntry]
+    /// Bytes of payload in the inbox.
+    public var inboxBytes: Int
+
+    public init(record: SessionRecord, outbox: [OutboundIndexEntry] = [], inboxBytes: Int = 0) {
+        self.record = record
+        self.outbox = outbox
+        self.inboxBytes = inboxBytes
+    }
+}
+
+/// What the daemon starts from: every session (closed ones too, ordered by id) with
+/// counters and an index of its queues — never a payload.
+public struct StoreIndex: Sendable, Hashable {
+    public var sessions: [IndexedSession]
+
+    public init(sessions: [IndexedSession]) {
+        self.sessions = sessions
+    }
+}

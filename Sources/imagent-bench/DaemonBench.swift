@@ -132,15 +132,18 @@ private func benchDaemon(durability: String, server: RefServer, token: String, o
         print("")
         print("store directory holds: " + (store.isEmpty ? "no database file (the daemon keeps sessions in memory)" : store.joined(separator: ", ")))
         print("")
-        print("| payload | path | one-way msg/s | round-trip msg/s | p50 ms | p99 ms |")
-        print("|---:|---|---:|---:|---:|---:|")
+        print("| payload | path | one-way msg/s | round-trip msg/s | p50 ms | p99 ms | imagentd CPU µs/msg |")
+        print("|---:|---|---:|---:|---:|---:|---:|")
         for size in options.sizes {
             let (messages, requests, window) = (options.messages, options.requests, options.window)
+            // The daemon's CPU (user + system, all threads) over both runs, per message carried.
+            let cpuBefore = cpuMilliseconds(of: pid)
             let viaDaemon = try await withDeadline(300, "\(size) B through imagentd") {
                 try await Figures(count: messages, requests: requests, window: window) { completion, count, window in
                     try await runThroughDaemon(socketPath: socket, completion: completion, size: size, count: count, window: window)
                 }
             }
+            let cpuPerMessage = (cpuMilliseconds(of: pid) - cpuBefore) * 1_000 / Double(messages + requests)
             let direct = try await withDeadline(300, "\(size) B direct") {
                 try await Figures(count: messages, requests: requests, window: window) { completion, count, window in
                     try await runDirect(host: host, port: port, token: token, completion: completion, size: size,
@@ -149,9 +152,9 @@ private func benchDaemon(durability: String, server: RefServer, token: String, o
             }
             let (a, b) = (viaDaemon, direct)
             let label = size % 1024 == 0 ? "\(size / 1024) KiB" : "\(size) B"
-            print("| \(label) | imagentd | \(grouped(Int(a.oneWay))) | \(grouped(Int(a.roundTrip))) | \(format(a.p50, decimals: 3)) | \(format(a.p99, decimals: 3)) |")
-            print("| \(label) | direct TCP | \(grouped(Int(b.oneWay))) | \(grouped(Int(b.roundTrip))) | \(format(b.p50, decimals: 3)) | \(format(b.p99, decimals: 3)) |")
-            print("| \(label) | imagentd ÷ direct | \(format(a.oneWay / b.oneWay, decimals: 2))× | \(format(a.roundTrip / b.roundTrip, decimals: 2))× | \(format(a.p50 / b.p50, decimals: 1))× | \(format(a.p99 / b.p99, decimals: 1))× |")
+            print("| \(label) | imagentd | \(grouped(Int(a.oneWay))) | \(grouped(Int(a.roundTrip))) | \(format(a.p50, decimals: 3)) | \(format(a.p99, decimals: 3)) | \(format(cpuPerMessage, decimals: 1)) |")
+            print("| \(label) | direct TCP | \(grouped(Int(b.oneWay))) | \(grouped(Int(b.roundTrip))) | \(format(b.p50, decimals: 3)) | \(format(b.p99, decimals: 3)) | — |")
+            print("| \(label) | imagentd ÷ direct | \(format(a.oneWay / b.oneWay, decimals: 2))× | \(format(a.roundTrip / b.roundTrip, decimals: 2))× | \(format(a.p50 / b.p50, decimals: 1))× | \(format(a.p99 / b.p99, decimals: 1))× | |")
             if let path = options.samplesCSV {
                 appendSamples(path, durability: durability, path: "imagentd", size: size, a.latencies)
                 appendSamples(path, durability: durability, path: "direct TCP", size: size, b.latencies)

@@ -44,6 +44,12 @@ func integers(_ text: String) -> [Int]? {
     return values.contains(nil) || values.isEmpty ? nil : values.compactMap { $0 }
 }
 
+// `--help` (or `-h`) anywhere prints the usage instead of running a benchmark.
+if arguments.contains("--help") || arguments.contains("-h") || arguments.first == "help" {
+    print(usage)
+    exit(0)
+}
+
 switch arguments.first {
 case "codec":
     runCodec(seconds: option("--seconds").flatMap(Double.init) ?? 2.5)

@@ -285,11 +285,20 @@ struct IPCFeatureTests {
             #expect(gauges["outbox_messages"] as? Int == 0)
             #expect((gauges["store_database_bytes"] as? Int ?? 0) > 0)
             #expect(gauges["store_wal_bytes"] is Int)
+            #expect(gauges["outbox_bytes"] as? Int == 0)
+            #expect(gauges["store_memory_bytes"] is Int)
+            let counters = try #require(metrics?["counters"] as? [String: Any])
+            #expect(counters["store_failures_total"] as? Int == 0)
 
             let status = try JSONSerialization.jsonObject(with: Data(try await client.status().utf8)) as? [String: Any]
             let store = try #require(status?["store"] as? [String: Any])
             #expect((store["db_bytes"] as? Int ?? 0) > 0)
             #expect((store["path"] as? String)?.hasPrefix(daemon.directory) == true)
+            #expect(store["memory_budget_bytes"] as? Int == 8 << 20)
+            #expect((store["memory_bytes"] as? Int ?? -1) >= 0)
+            #expect(store["failures"] as? Int == 0)
+            let sessions = try #require(status?["sessions"] as? [String: Any])
+            #expect(sessions["outbox_bytes"] as? Int == 0)
             await client.close()
         }
     }

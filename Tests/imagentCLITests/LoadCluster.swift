@@ -88,6 +88,23 @@ final class LoadCluster: @unchecked Sendable {
         try await startServer()
     }
 
+    /// SIGTERM the server and wait for it: the link goes down until `startServer()` (same port, same state).
+    func stopServer() async throws {
+        if let server: ChildProcess = lock.withLock({ self.server }) {
+            kill(server.processIdentifier, SIGTERM)
+            try await waitForExit(server, within: .seconds(15))
+        }
+    }
+
+    /// The daemon's `RssAnon` (/proc/PID/status) in bytes: its heap, not the pages of mapped files.
+    func daemonAnonymousRSS() -> Int? {
+        guard let daemon: ChildProcess = lock.withLock({ self.daemon }), daemon.isRunning,
+              let status = try? String(contentsOfFile: "/proc/\(daemon.processIdentifier)/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("RssAnon:") }),
+              let kib = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).dropFirst().first.flatMap({ Int($0) }) else { return nil }
+        return kib * 1024
+    }
+
     // MARK: Daemon
 
     func startDaemon() async throws {

@@ -91,6 +91,8 @@ private struct Reader {
         ("store", [
             ("directory", { c, v in path(v).map { c.store.directory = $0 }.failure }),
             ("durability", { c, v in choice(v, DaemonConfiguration.Durability.self).map { c.store.durability = $0 }.failure }),
+            ("memory_budget_bytes", { c, v in integer(v, in: (64 << 10)...(1 << 30)).map { c.store.memoryBudgetBytes = $0 }.failure }),
+            ("max_bytes", { c, v in integer(v, in: (1 << 20)...(1 << 50)).map { c.store.maxBytes = $0 }.failure }),
         ]),
         ("heartbeat", [
             ("min_seconds", { c, v in integer(v, in: 1...3_600).map { c.heartbeat.minSeconds = $0 }.failure }),
@@ -109,6 +111,8 @@ private struct Reader {
             ("max_payload_bytes", { c, v in integer(v, in: 1...(16 << 20)).map { c.limits.maxPayloadBytes = $0 }.failure }),
             ("outbox_messages", { c, v in integer(v, in: 1...10_000_000).map { c.limits.outboxMessages = $0 }.failure }),
             ("inbox_messages", { c, v in integer(v, in: 1...10_000_000).map { c.limits.inboxMessages = $0 }.failure }),
+            ("outbox_bytes", { c, v in integer(v, in: 1...(1 << 50)).map { c.limits.outboxBytes = $0 }.failure }),
+            ("uid_outbox_bytes", { c, v in integer(v, in: 1...(1 << 50)).map { c.limits.uidOutboxBytes = $0 }.failure }),
         ]),
         ("log", [
             ("level", { c, v in choice(v, DaemonConfiguration.LogLevel.self).map { c.logLevel = $0 }.failure }),

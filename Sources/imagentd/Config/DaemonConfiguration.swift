@@ -47,6 +47,10 @@ struct DaemonConfiguration: Hashable, Sendable {
     struct Store: Hashable, Sendable {
         var directory = "/var/lib/imagent"
         var durability = Durability.power
+        /// Payload bytes all sessions together hold in memory; the rest of each queue is only in the store.
+        var memoryBudgetBytes = 8 << 20
+        /// The largest the database may grow; nil: half the size of the file system it is on.
+        var maxBytes: Int?
     }
 
     struct Heartbeat: Hashable, Sendable {
@@ -73,6 +77,10 @@ struct DaemonConfiguration: Hashable, Sendable {
         var outboxMessages = 10_000
         /// Messages waiting for the local client, per session; beyond: WINDOW 0 upstream.
         var inboxMessages = 10_000
+        /// Payload bytes waiting to go upstream, per session; beyond: QUEUE_FULL.
+        var outboxBytes = 1 << 30
+        /// Payload bytes waiting to go upstream in all sessions of one uid; beyond: QUEUE_FULL.
+        var uidOutboxBytes = 4 << 30
     }
 
     enum LogLevel: String, Hashable, Sendable, CaseIterable {

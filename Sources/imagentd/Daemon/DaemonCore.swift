@@ -264,6 +264,8 @@ final class DaemonCore: IPCRequestHandler {
         json.field("count", counts.sessions)
         json.field("outbox", counts.outbox)
         json.field("inbox", counts.inbox)
+        let queue = sessions.queueBytes
+        json.field("outbox_bytes", queue.outbox)
         json.endObject()
         guard owner == nil else {
             json.endObject()
@@ -274,6 +276,11 @@ final class DaemonCore: IPCRequestHandler {
         json.field("path", SQLiteSessionPersistence.path(inDirectory: configuration.store.directory))
         json.field("db_bytes", files.database)
         json.field("wal_bytes", files.wal)
+        json.field("memory_bytes", queue.memory)
+        json.field("memory_budget_bytes", configuration.store.memoryBudgetBytes)
+        json.field("failures", sessions.storeFailuresTotal)
+        json.field("last_error", sessions.lastStoreFailure?.text)
+        json.field("last_error_ms", sessions.lastStoreFailure?.atMS)
         json.endObject()
         json.endObject()
         return json.text
@@ -298,11 +305,13 @@ final class DaemonCore: IPCRequestHandler {
     private func metricsSnapshot() -> MetricsSnapshot {
         let counts = sessions.counts
         let files = storeFileSizes
+        let queue = sessions.queueBytes
         return MetricsSnapshot(
             linkUp: linkStatus.state == "connected", connectAttempts: linkStatus.attempts, reconnects: linkStatus.reconnectCount,
             traffic: link.traffic, rtt: linkStatus.smoothedRTT, heartbeatInterval: linkStatus.heartbeatInterval, ipcClients: clients.count,
             sessions: counts.sessions, outboxMessages: counts.outbox, inboxMessages: counts.inbox,
-            messagesExpired: sessions.expiredTotal, storeDatabaseBytes: files.database, storeWALBytes: files.wal)
+            outboxBytes: queue.outbox, windowBytes: queue.memory, messagesExpired: sessions.expiredTotal,
+            storeFailures: sessions.storeFailuresTotal, storeDatabaseBytes: files.database, storeWALBytes: files.wal)
     }
 
     /// Records how long each connect stage took once the next one (or LOGIN_OK) begins.

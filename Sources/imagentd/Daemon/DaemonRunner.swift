@@ -24,7 +24,8 @@ enum DaemonRunner {
                 logger.warning("\(warning)")
             }
             persistence = try await SQLiteSessionPersistence.open(directory: configuration.store.directory,
-                                                                  durability: configuration.store.durability, on: loop).get()
+                                                                  durability: configuration.store.durability,
+                                                                  maxBytes: configuration.store.maxBytes, on: loop).get()
         } catch {
             logger.critical("cannot open the store in \(configuration.store.directory): \(error)")
             await link.shutdown()
@@ -33,7 +34,7 @@ enum DaemonRunner {
         }
         // Sessions load before any client connects or the link comes up.
         let core = try await loop.flatSubmit {
-            let sessions = SessionService(limits: SessionLimits(configuration.limits),
+            let sessions = SessionService(limits: SessionLimits(configuration),
                                           persistence: persistence, link: link, loop: loop, logger: logger)
             let core = DaemonCore(configuration: configuration, link: link, sessions: sessions, loop: loop, logger: logger,
                                   logLevel: logLevel, reloadConfiguration: reload)

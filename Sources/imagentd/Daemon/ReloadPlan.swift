@@ -33,6 +33,8 @@ struct ReloadPlan {
         restart("limits.max_sessions", \.limits.maxSessions)
         restart("limits.max_sessions_per_uid", \.limits.maxSessionsPerUID)
         restart("limits.max_payload_bytes", \.limits.maxPayloadBytes)
+        restart("limits.outbox_bytes", \.limits.outboxBytes)
+        restart("limits.uid_outbox_bytes", \.limits.uidOutboxBytes)
         restart("network.watch", \.watchNetwork)
         restart("metrics", \.prometheusListen)
     }

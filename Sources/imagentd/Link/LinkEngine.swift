@@ -160,6 +160,16 @@ final class LinkEngine: Sendable {
         core.value.traffic.counts
     }
 
+    /// The daemon's own store failed: drop the link without ERROR and back off.
+    func localFailure(_ reason: String) {
+        core.value.localFailure(reason)
+    }
+
+    /// *On the loop.* Stop or resume reading from the link (TCP backpressure on the server).
+    func setReading(_ on: Bool) {
+        core.value.setReading(on)
+    }
+
     /// *On the loop.* Whether any local client holds a session open; the
     /// heartbeat stretches its interval while none does.
     func setSessionsActive(_ active: Bool) {

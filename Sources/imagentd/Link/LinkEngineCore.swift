@@ -57,6 +57,9 @@ final class LinkEngineCore {
     /// Frames and bytes each way, for the metrics.
     let traffic = LinkTraffic()
 
+    /// The sessions asked not to read from the link (see `setReading`).
+    private var readingPaused = false
+
     // Outputs.
     weak var sessionDelegate: LinkSessionDelegate?
     var onTransition: ((LinkTransition) -> Void)?
@@ -128,6 +131,21 @@ final class LinkEngineCore {
     func sessionProtocolViolation(_ reason: String) {
         guard let connection, !connection.closing else { return }
         run(machine.protocolViolation(connection.attempt, code: .protocolError, reason: reason, now: .now))
+    }
+
+    /// Inbound data waits for the store: stop reading (the kernel's buffers fill and TCP
+    /// pushes back on the server) until the sessions say to read again; kept for a new link.
+    func setReading(_ on: Bool) {
+        readingPaused = !on
+        guard let channel = connection?.channel else { return }
+        try? channel.syncOptions?.setOption(ChannelOptions.autoRead, value: on)
+        if on { channel.read() }
+    }
+
+    /// The daemon's own store failed under the link: close without ERROR, back off, resume.
+    func localFailure(_ reason: String) {
+        guard let connection, !connection.closing else { return }
+        run(machine.localFailure(connection.attempt, reason: reason, now: .now))
     }
 
     func sessionsActive(_ active: Bool) { perform(heartbeat.sessionsActive(active, now: .now)) }
@@ -477,6 +495,7 @@ final class LinkEngineCore {
                         return
                     }
                     current.channel = channel
+                    if readingPaused { try? channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false) }
                     connection = current
                     run(machine.tcpConnected(attempt, now: .now))
                 case .failure(let error):

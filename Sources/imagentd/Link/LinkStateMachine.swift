@@ -484,6 +484,19 @@ struct LinkStateMachine<Random: RandomNumberGenerator> {
         }
     }
 
+    /// The daemon's own store failed (disk, database) while the link was up: the
+    /// server did nothing wrong, so close without ERROR, back off like a failed
+    /// attempt, and resume from what is stored on the next link.
+    mutating func localFailure(_ attempt: AttemptID, reason: String, now: MonotonicInstant) -> [LinkAction] {
+        switch state {
+        case .connected(let connected) where connected.attempt == attempt:
+            let (next, why) = afterAttemptFailure("local store failure: \(reason)")
+            return close(attempt, sendError: nil, next: next, reason: why)
+        case .stopped, .disconnected, .connecting, .connected, .disconnecting:
+            return [.ignored(reason: "local store failure while \(phase): \(reason)")]
+        }
+    }
+
     // MARK: Connection events
 
     /// The heartbeat declared the link dead (PONG missing).

@@ -28,7 +28,10 @@ final class DaemonMetrics {
     let sessions: Gauge
     let outboxMessages: Gauge
     let inboxMessages: Gauge
+    let outboxBytes: Gauge
+    let windowBytes: Gauge
     let messagesExpired: MirroredCounter
+    let storeFailures: MirroredCounter
     let storeDatabaseBytes: Gauge
     let storeWALBytes: Gauge
 
@@ -69,6 +72,11 @@ final class DaemonMetrics {
                                            help: "Inbound messages stored and not yet acknowledged by a local client.")
         messagesExpired = MirroredCounter(registry.counter("imagentd_messages_expired_total",
                                                                help: "Outbound messages given up (TTL passed or too large for the server)."))
+        outboxBytes = registry.gauge("imagentd_outbox_bytes", help: "Payload bytes of the outbound messages queued (in the store).")
+        windowBytes = registry.gauge("imagentd_store_memory_bytes",
+                                     help: "Payload bytes held in memory: what is on the link unacknowledged, read ahead, or waiting for a client.")
+        storeFailures = MirroredCounter(registry.counter("imagentd_store_failures_total",
+                                                         help: "Local store failures (disk, database) that dropped the link; the server was not blamed."))
         storeDatabaseBytes = registry.gauge("imagentd_store_database_bytes", help: "Size of the SQLite database file.")
         storeWALBytes = registry.gauge("imagentd_store_wal_bytes", help: "Size of the SQLite write-ahead log.")
     }

@@ -13,7 +13,12 @@ struct MetricsSnapshot {
     var sessions: Int
     var outboxMessages: Int
     var inboxMessages: Int
+    /// Outbound payload bytes queued, and payload bytes held in memory (the windows).
+    var outboxBytes: Int
+    var windowBytes: Int
     var messagesExpired: Int
+    /// Local store failures (disk or database), which dropped the link without blaming the server.
+    var storeFailures: Int
     var storeDatabaseBytes: Int
     var storeWALBytes: Int
 
@@ -36,6 +41,9 @@ struct MetricsSnapshot {
         metrics.sessions.set(to: Double(sessions))
         metrics.outboxMessages.set(to: Double(outboxMessages))
         metrics.inboxMessages.set(to: Double(inboxMessages))
+        metrics.outboxBytes.set(to: Double(outboxBytes))
+        metrics.windowBytes.set(to: Double(windowBytes))
+        metrics.storeFailures.update(to: storeFailures)
         metrics.messagesExpired.update(to: messagesExpired)
         metrics.storeDatabaseBytes.set(to: Double(storeDatabaseBytes))
         metrics.storeWALBytes.set(to: Double(storeWALBytes))
@@ -75,6 +83,7 @@ struct MetricsSnapshot {
         json.field("link_sent_bytes_total", traffic.bytesOut)
         json.field("link_received_bytes_total", traffic.bytesIn)
         json.field("messages_expired_total", messagesExpired)
+        json.field("store_failures_total", storeFailures)
         json.endObject()
         json.beginObject("gauges")
         json.field("link_up", linkUp ? 1 : 0)
@@ -84,6 +93,8 @@ struct MetricsSnapshot {
         json.field("sessions", sessions)
         json.field("outbox_messages", outboxMessages)
         json.field("inbox_messages", inboxMessages)
+        json.field("outbox_bytes", outboxBytes)
+        json.field("store_memory_bytes", windowBytes)
         json.field("store_database_bytes", storeDatabaseBytes)
         json.field("store_wal_bytes", storeWALBytes)
         json.endObject()

@@ -8,7 +8,13 @@ final class InMemorySessionPersistence: SessionPersistence {
     let loop: EventLoop
     /// Stored messages (outbound plus inbound, all sessions) beyond which appends fail with `.full`.
     var capacity: Int
-    private var sessions: [UInt64: StoredSession] = [:]
+    /// A session as kept here: counters and both queues with their payloads.
+    private struct Kept {
+        var index: StoredSession
+        var outbox: [(seq: UInt64, payload: ByteBuffer)] = []
+        var inbox: [(seq: UInt64, payload: ByteBuffer)] = []
+    }
+    private var sessions: [UInt64: Kept] = [:]
     private var closed: Set<UInt64> = []
     private var stored = 0
 
@@ -18,63 +24,90 @@ final class InMemorySessionPersistence: SessionPersistence {
     }
 
     func load() -> EventLoopFuture<StoredSessions> {
-        loop.makeSucceededFuture(StoredSessions(open: sessions.values.sorted { $0.record.id < $1.record.id }, closed: closed))
+        loop.makeSucceededFuture(StoredSessions(open: sessions.values.map(\.index).sorted { $0.record.id < $1.record.id },
+                                                closed: closed))
+    }
+
+    func readOutbound(session: UInt64, after seq: UInt64, limit: Int, maxBytes: Int)
+        -> EventLoopFuture<[(seq: UInt64, payload: ByteBuffer)]>
+    {
+        loop.makeSucceededFuture(Self.range(sessions[session]?.outbox ?? [], after: seq, limit: limit, maxBytes: maxBytes))
+    }
+
+    func readInbound(session: UInt64, after seq: UInt64, limit: Int, maxBytes: Int)
+        -> EventLoopFuture<[(seq: UInt64, payload: ByteBuffer)]>
+    {
+        loop.makeSucceededFuture(Self.range(sessions[session]?.inbox ?? [], after: seq, limit: limit, maxBytes: maxBytes))
+    }
+
+    private static func range(_ queue: [(seq: UInt64, payload: ByteBuffer)], after seq: UInt64, limit: Int, maxBytes: Int)
+        -> [(seq: UInt64, payload: ByteBuffer)]
+    {
+        var result: [(seq: UInt64, payload: ByteBuffer)] = []
+        var bytes = 0
+        for message in queue where message.seq > seq {
+            guard result.count < limit, result.isEmpty || bytes + message.payload.readableBytes <= maxBytes else { break }
+            bytes += message.payload.readableBytes
+            result.append(message)
+        }
+        return result
     }
 
     func createSession(_ record: StoredSessionRecord) -> EventLoopFuture<Void> {
         guard sessions[record.id] == nil, !closed.contains(record.id) else {
             return loop.makeFailedFuture(SessionPersistenceError.failed("session \(record.id) exists already"))
         }
-        sessions[record.id] = StoredSession(record: record, ackedSeq: 0, deliveredSeq: 0, outbox: [], inbox: [], sentSeq: 0, receivedSeq: 0)
+        sessions[record.id] = Kept(index: StoredSession(record: record, ackedSeq: 0, deliveredSeq: 0, outbox: [], sentSeq: 0, receivedSeq: 0))
         return loop.makeSucceededVoidFuture()
     }
 
     func appendOutbound(session: UInt64, seq: UInt64, payload: ByteBuffer, expiresAtMS: Int64?) -> EventLoopFuture<Void> {
-        change(session) { stored in
-            guard seq == stored.sentSeq + 1 else { throw SessionPersistenceError.failed("outbound seq \(seq) after \(stored.sentSeq)") }
-            stored.outbox.append((seq, payload))
-            stored.outboxDeadlines[seq] = expiresAtMS
-            stored.sentSeq = seq
+        change(session) { kept in
+            guard seq == kept.index.sentSeq + 1 else { throw SessionPersistenceError.failed("outbound seq \(seq) after \(kept.index.sentSeq)") }
+            kept.outbox.append((seq, payload))
+            kept.index.outbox.append(StoredOutboxEntry(seq: seq, bytes: payload.readableBytes, deadlineMS: expiresAtMS))
+            kept.index.sentSeq = seq
             return 1
         }
     }
 
     func giveUpOutbound(session: UInt64, seq: UInt64) -> EventLoopFuture<Void> {
-        change(session) { stored in
-            guard let index = stored.outbox.firstIndex(where: { $0.seq == seq }) else { return 0 }
-            stored.outbox.remove(at: index)
-            stored.outboxDeadlines[seq] = nil
-            stored.givenUp += 1
+        change(session) { kept in
+            guard let index = kept.outbox.firstIndex(where: { $0.seq == seq }) else { return 0 }
+            kept.outbox.remove(at: index)
+            kept.index.outbox.removeAll { $0.seq == seq }
+            kept.index.givenUp += 1
             return -1
         }
     }
 
     func markAcked(session: UInt64, seq: UInt64) -> EventLoopFuture<Void> {
-        change(session) { stored in
-            guard seq > stored.ackedSeq else { return 0 }
-            let before = stored.outbox.count
-            stored.outbox.removeAll { $0.seq <= seq }
-            stored.ackedSeq = seq
-            return stored.outbox.count - before
+        change(session) { kept in
+            guard seq > kept.index.ackedSeq else { return 0 }
+            let before = kept.outbox.count
+            kept.outbox.removeAll { $0.seq <= seq }
+            kept.index.outbox.removeAll { $0.seq <= seq }
+            kept.index.ackedSeq = seq
+            return kept.outbox.count - before
         }
     }
 
     func appendInbound(session: UInt64, seq: UInt64, payload: ByteBuffer) -> EventLoopFuture<Void> {
-        change(session) { stored in
-            guard seq == stored.receivedSeq + 1 else { throw SessionPersistenceError.failed("inbound seq \(seq) after \(stored.receivedSeq)") }
-            stored.inbox.append((seq, payload))
-            stored.receivedSeq = seq
+        change(session) { kept in
+            guard seq == kept.index.receivedSeq + 1 else { throw SessionPersistenceError.failed("inbound seq \(seq) after \(kept.index.receivedSeq)") }
+            kept.inbox.append((seq, payload))
+            kept.index.receivedSeq = seq
             return 1
         }
     }
 
     func markDelivered(session: UInt64, seq: UInt64) -> EventLoopFuture<Void> {
-        change(session) { stored in
-            guard seq > stored.deliveredSeq else { return 0 }
-            let before = stored.inbox.count
-            stored.inbox.removeAll { $0.seq <= seq }
-            stored.deliveredSeq = seq
-            return stored.inbox.count - before
+        change(session) { kept in
+            guard seq > kept.index.deliveredSeq else { return 0 }
+            let before = kept.inbox.count
+            kept.inbox.removeAll { $0.seq <= seq }
+            kept.index.deliveredSeq = seq
+            return kept.inbox.count - before
         }
     }
 
@@ -87,7 +120,7 @@ final class InMemorySessionPersistence: SessionPersistence {
     }
 
     /// Applies `body` (which returns the change in stored messages) to one session.
-    private func change(_ id: UInt64, _ body: (inout StoredSession) throws -> Int) -> EventLoopFuture<Void> {
+    private func change(_ id: UInt64, _ body: (inout Kept) throws -> Int) -> EventLoopFuture<Void> {
         guard var session = sessions[id] else {
             return loop.makeFailedFuture(SessionPersistenceError.failed("no session \(id)"))
         }

@@ -1,4 +1,5 @@
 import AgentIPC
+import Glibc
 import AgentStore
 import IMLink
 import NIOCore
@@ -14,11 +15,22 @@ final class SQLiteSessionPersistence: SessionPersistence, Sendable {
     /// The database file inside the configured store directory.
     static func path(inDirectory directory: String) -> String { directory + "/imagentd.sqlite3" }
 
-    static func open(directory: String, durability: DaemonConfiguration.Durability, on loop: EventLoop)
+    /// `maxBytes` nil: half the size of the file system holding `directory` (`imagentd.toml(5)`).
+    static func open(directory: String, durability: DaemonConfiguration.Durability, maxBytes: Int? = nil, on loop: EventLoop)
         -> EventLoopFuture<SQLiteSessionPersistence>
     {
-        let configuration = StoreConfiguration(path: path(inDirectory: directory), durability: durability.storeDurability)
+        let limit = maxBytes ?? defaultMaxBytes(directory: directory)
+        let configuration = StoreConfiguration(path: path(inDirectory: directory), durability: durability.storeDurability,
+                                               maximumSizeBytes: limit)
         return AgentStore.open(configuration, on: loop).map { SQLiteSessionPersistence(store: $0, loop: loop) }
+    }
+
+    /// Half of the file system the store is on, so a long queue leaves the host room to work;
+    /// nil when statvfs fails (then only a full disk stops the store).
+    static func defaultMaxBytes(directory: String) -> Int? {
+        var stats = statvfs()
+        guard statvfs(directory, &stats) == 0, stats.f_blocks > 0 else { return nil }
+        return Int(stats.f_blocks / 2) * Int(stats.f_frsize)
     }
 
     private init(store: AgentStore, loop: EventLoop) {
@@ -31,9 +43,9 @@ final class SQLiteSessionPersistence: SessionPersistence, Sendable {
     }
 
     func load() -> EventLoopFuture<StoredSessions> {
-        store.load(on: loop).map { snapshot in
+        store.loadIndex(on: loop).map { index in
             var result = StoredSessions(open: [], closed: [])
-            for stored in snapshot.sessions {
+            for stored in index.sessions {
                 let record = stored.record
                 // A failed session keeps its queues (the owner may still read them) but is
                 // not re-opened upstream; the router only knows open and closed, so it is
@@ -47,15 +59,25 @@ final class SQLiteSessionPersistence: SessionPersistence, Sendable {
                                                 priority: IPCPriority(rawValue: record.priority) ?? .normal,
                                                 durable: record.durable),
                     ackedSeq: record.ackedSeq, deliveredSeq: record.deliveredSeq,
-                    outbox: stored.outbox.map { ($0.seq, $0.payload) },
-                    inbox: stored.inbox.map { ($0.seq, $0.payload) },
-                    sentSeq: record.sentSeq, receivedSeq: record.receivedSeq,
-                    outboxDeadlines: Dictionary(stored.outbox.compactMap { m in m.expiresAtMS.map { (m.seq, $0) } },
-                                                uniquingKeysWith: { first, _ in first }),
-                    givenUp: record.givenUp))
+                    outbox: stored.outbox.map { StoredOutboxEntry(seq: $0.seq, bytes: $0.bytes, deadlineMS: $0.expiresAtMS) },
+                    sentSeq: record.sentSeq, receivedSeq: record.receivedSeq, givenUp: record.givenUp))
             }
             return result
         }.flatMapErrorThrowing { throw Self.translate($0) }
+    }
+
+    func readOutbound(session: UInt64, after seq: UInt64, limit: Int, maxBytes: Int)
+        -> EventLoopFuture<[(seq: UInt64, payload: ByteBuffer)]>
+    {
+        store.outbound(session: session, after: seq, limit: limit, maxBytes: maxBytes, on: loop)
+            .map { $0.map { ($0.seq, $0.payload) } }.flatMapErrorThrowing { throw Self.translate($0) }
+    }
+
+    func readInbound(session: UInt64, after seq: UInt64, limit: Int, maxBytes: Int)
+        -> EventLoopFuture<[(seq: UInt64, payload: ByteBuffer)]>
+    {
+        store.inbound(session: session, after: seq, limit: limit, maxBytes: maxBytes, on: loop)
+            .map { $0.map { ($0.seq, $0.payload) } }.flatMapErrorThrowing { throw Self.translate($0) }
     }
 
     func createSession(_ record: StoredSessionRecord) -> EventLoopFuture<Void> {

@@ -15,16 +15,33 @@ import NIOCore
 /// messages given up (TTL passed, too large for the server), so that the
 /// server sees no gap. Until a message is given up, wire seq = IPC seq; the
 /// outbox entry at offset `i` has wire seq `wireAckedSeq + 1 + i`.
+///
+/// The store is the queue: `outbox` keeps every queued message's metadata, but
+/// only the first `loadedCount` entries carry their payload (the outbound
+/// window: on this link and not acknowledged, then read-ahead); the rest are
+/// read from the store in seq order when the window has room. `inbox` is the
+/// inbound window only: messages after `dispatchedSeq`, read from the store or
+/// kept as they were stored. The router's `memoryBudgetBytes` bounds both.
 struct Session {
     /// One outbound message stored and not yet acknowledged by the server.
     struct OutboundEntry {
         var seq: UInt64
-        var payload: ByteBuffer
+        /// The payload's length, whether or not it is in memory.
+        var bytes: Int
         /// When its TTL passes (ms since the Unix epoch), or nil for never.
         var deadlineMS: Int64?
         /// It was written on some link (or restored after a restart) and the
         /// server has not said since that it lacks it: it must not be given up.
         var mayBeHeld: Bool
+        /// In the window (read from the store, or kept when it was stored); nil: only in the store.
+        var payload: ByteBuffer?
+    }
+
+    /// A read of the store under way for this session: its token (a stale answer is
+    /// recognised by it) and the bytes of the budget it holds until it completes.
+    struct Load: Hashable {
+        var token: UInt64
+        var reserved: Int
     }
 
     /// Where the session stands with the server on the current link.
@@ -74,6 +91,14 @@ struct Session {
     var givenUp: UInt64 = 0
     /// Messages `ackedSeq + 1 … sentSeq`, without those given up.
     var outbox = Session.emptyOutbox
+    /// Entries from the front of `outbox` whose payload is in memory (≥ `transmittedCount`).
+    var loadedCount = 0
+    /// Their payload bytes.
+    var loadedBytes = 0
+    /// The outbox read from the store under way, if any (for entries after `loadedCount`).
+    var outboundLoad: Load?
+    /// Payload bytes of the whole outbox, in memory or not (STATUS, byte limits).
+    var outboxBytes = 0
     /// Messages `sentSeq + 1 … assignedSeq` being stored, with the token of
     /// their store request and whether it has completed (they become `sentSeq`
     /// in order only).
@@ -94,8 +119,12 @@ struct Session {
     var deliveredSeq: UInt64 = 0
     /// The highest seq sent as MESSAGE to the attached client.
     var dispatchedSeq: UInt64 = 0
-    /// Messages `deliveredSeq + 1 … receivedSeq`.
+    /// The inbound window: messages `dispatchedSeq + 1 …` in seq order (at most up to `receivedSeq`).
     var inbox = Session.emptyQueue
+    /// Their payload bytes.
+    var inboxWindowBytes = 0
+    /// The inbox read from the store under way, if any (for the seqs after the window).
+    var inboundLoad: Load?
     /// WINDOW 0 told the server to stop: the client fell behind.
     var pausedUpstream = false
 
@@ -115,9 +144,10 @@ struct Session {
         assignedSeq = sentSeq
         // Whatever was stored may have reached the server before the restart: only its
         // OPEN_OK (LAST_ACKED) says which did not, and only those may expire.
+        // Payloads stay in the store: the window reads them when their turn comes.
         for message in stored.outbox where message.seq > ackedSeq {
-            outbox.append(OutboundEntry(seq: message.seq, payload: message.payload,
-                                        deadlineMS: stored.outboxDeadlines[message.seq], mayBeHeld: true))
+            outbox.append(OutboundEntry(seq: message.seq, bytes: message.bytes, deadlineMS: message.deadlineMS, mayBeHeld: true))
+            outboxBytes += message.bytes
         }
         givenUp = stored.givenUp
         // Given up above ackedSeq are the outbox's holes; the rest were below it.
@@ -128,7 +158,6 @@ struct Session {
         dispatchedSeq = stored.deliveredSeq
         receivedSeq = max(stored.receivedSeq, stored.deliveredSeq)
         storingSeq = receivedSeq
-        for message in stored.inbox where message.seq > deliveredSeq { inbox.append(message) }
     }
 
     var record: StoredSessionRecord {
@@ -137,6 +166,16 @@ struct Session {
 
     /// Outbound messages not yet acknowledged by the server, including those being stored.
     var outboxCount: Int { outbox.count + storingOut.count }
+    /// Their payload bytes.
+    var outboxTotalBytes: Int { outboxBytes + storingOutBytes }
+    /// Payload bytes of the SENDs being stored.
+    var storingOutBytes = 0
+    /// Payload bytes of the DATA being stored.
+    var storingInBytes = 0
+    /// Bytes of this session's payloads in memory, the reads under way included (see `SessionRouter.memoryBudgetBytes`).
+    var windowBytes: Int {
+        loadedBytes + inboxWindowBytes + (outboundLoad?.reserved ?? 0) + (inboundLoad?.reserved ?? 0)
+    }
     /// Inbound messages stored but not acknowledged by a client.
     var inboxCount: Int { Int(receivedSeq - deliveredSeq) }
 

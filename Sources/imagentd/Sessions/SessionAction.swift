@@ -20,6 +20,17 @@ enum SessionAction {
     case deliver(client: UInt64, session: UInt64, [(seq: UInt64, payload: ByteBuffer)])
     /// The server broke the session protocol (a seq gap): drop the link; resume fixes it.
     case dropLink(reason: String)
+    /// The local store failed (disk, database): not the server's fault, so no ERROR goes
+    /// up; the link is dropped, backs off and resumes from what is stored.
+    case storeFailed(reason: String)
+    /// Stop (false) or resume (true) reading from the link: inbound DATA waiting for the
+    /// store passed the memory budget, so TCP pushes back on the server meanwhile.
+    case linkReading(Bool)
+    /// Read up to `limit` stored outbound messages after `after` (no more than `maxBytes`),
+    /// then hand them to `SessionRouter.outboundLoaded(session:token:_:)`.
+    case loadOutbound(session: UInt64, after: UInt64, limit: Int, maxBytes: Int, token: UInt64)
+    /// The same for inbound messages, to `SessionRouter.inboundLoaded(session:token:_:)`.
+    case loadInbound(session: UInt64, after: UInt64, limit: Int, maxBytes: Int, token: UInt64)
     /// Stored inbound DATA waits for its ACK: call `flushAcks()` once the
     /// current burst of reads and completions is over, so ACKs are coalesced.
     case scheduleAckFlush

@@ -14,8 +14,14 @@ import NIOCore
 /// fails too (a group commit fails as a whole), so accepted seqs never have
 /// holes.
 protocol SessionPersistence: AnyObject {
-    /// Everything stored, for the router's start-up.
+    /// Every session with its counters and an index of its outbox, for the router's
+    /// start-up: never a payload (those are read with `readOutbound`/`readInbound`).
     func load() -> EventLoopFuture<StoredSessions>
+    /// Up to `limit` stored outbound messages after `seq`, in seq order, no more than
+    /// `maxBytes` of payload (at least one message).
+    func readOutbound(session: UInt64, after seq: UInt64, limit: Int, maxBytes: Int) -> EventLoopFuture<[(seq: UInt64, payload: ByteBuffer)]>
+    /// The same for stored inbound messages.
+    func readInbound(session: UInt64, after seq: UInt64, limit: Int, maxBytes: Int) -> EventLoopFuture<[(seq: UInt64, payload: ByteBuffer)]>
     func createSession(_ record: StoredSessionRecord) -> EventLoopFuture<Void>
     /// `expiresAtMS`: when its TTL passes (ms since the Unix epoch), kept for after a restart.
     func appendOutbound(session: UInt64, seq: UInt64, payload: ByteBuffer, expiresAtMS: Int64?) -> EventLoopFuture<Void>
@@ -40,7 +46,7 @@ enum SessionPersistenceError: Error, Hashable, Sendable, CustomStringConvertible
 
     var description: String {
         switch self {
-        case .full: "the store is full"
+        case .full: "the store is full ([store] max_bytes, or the disk): retry once the server has acknowledged queued messages"
         case .failed(let why): "the store failed: \(why)"
         }
     }
@@ -55,36 +61,27 @@ struct StoredSessionRecord: Hashable, Sendable {
     var durable: Bool
 }
 
-/// One session as loaded at start-up: identity, counters and what is still queued.
+/// One queued outbound message as loaded at start-up: no payload.
+struct StoredOutboxEntry: Hashable, Sendable {
+    var seq: UInt64
+    var bytes: Int
+    /// When its TTL passes (ms since the Unix epoch), or nil for never.
+    var deadlineMS: Int64?
+}
+
+/// One session as loaded at start-up: identity, counters and an index of what is still queued.
 struct StoredSession: Hashable, Sendable {
     var record: StoredSessionRecord
     var ackedSeq: UInt64
     var deliveredSeq: UInt64
-    /// Outbound messages after `ackedSeq`, in seq order; the last one's seq is the session's sent seq.
-    var outbox: [(seq: UInt64, payload: ByteBuffer)]
-    /// Inbound messages after `deliveredSeq`, in seq order.
-    var inbox: [(seq: UInt64, payload: ByteBuffer)]
+    /// Outbound messages after `ackedSeq`, in seq order, without payloads.
+    var outbox: [StoredOutboxEntry]
     /// The highest outbound seq ever accepted (equals `ackedSeq` when the outbox is empty).
     var sentSeq: UInt64
-    /// The highest inbound seq ever stored.
+    /// The highest inbound seq ever stored (the inbox holds `deliveredSeq + 1 … receivedSeq`).
     var receivedSeq: UInt64
-    /// TTL deadlines (ms since the Unix epoch) of outbox messages that have one, by seq.
-    var outboxDeadlines: [UInt64: Int64] = [:]
     /// Outbound messages given up so far.
     var givenUp: UInt64 = 0
-
-    static func == (lhs: StoredSession, rhs: StoredSession) -> Bool {
-        lhs.record == rhs.record && lhs.ackedSeq == rhs.ackedSeq && lhs.deliveredSeq == rhs.deliveredSeq
-            && lhs.sentSeq == rhs.sentSeq && lhs.receivedSeq == rhs.receivedSeq
-            && lhs.outbox.map(\.seq) == rhs.outbox.map(\.seq) && lhs.outbox.map(\.payload) == rhs.outbox.map(\.payload)
-            && lhs.inbox.map(\.seq) == rhs.inbox.map(\.seq) && lhs.inbox.map(\.payload) == rhs.inbox.map(\.payload)
-    }
-
-    func hash(into hasher: inout Hasher) {
-        hasher.combine(record)
-        hasher.combine(sentSeq)
-        hasher.combine(receivedSeq)
-    }
 }
 
 /// What `load()` returns.

@@ -13,6 +13,10 @@ struct SessionLimits: Hashable, Sendable {
     /// Inbound messages per session not yet acknowledged by a client; at this
     /// depth the session is paused upstream (WINDOW 0).
     var inboxMessages = 10_000
+    /// Outbound payload bytes per session not yet acknowledged by the server.
+    var outboxBytes = 1 << 30
+    /// Outbound payload bytes of all the sessions of one uid.
+    var uidOutboxBytes = 4 << 30
     /// MESSAGE frames handed to a client at once; the next batch follows only
     /// while the client's channel stays writable.
     var deliveryBatch = 64
@@ -20,6 +24,15 @@ struct SessionLimits: Hashable, Sendable {
     /// connection gives up on a client whose queue passes 8 MiB, so a batch
     /// must stay well below that whatever the message size.
     var deliveryBatchBytes = 512 << 10
+    /// Payload bytes held in memory by all sessions together ([store] memory_budget_bytes):
+    /// outbound messages on the link and read ahead, inbound messages read ahead for
+    /// clients. Everything else queued stays in the store only.
+    var memoryBudgetBytes = 8 << 20
+    /// Outbound messages read from the store at once, at most.
+    var readBatch = 256
+
+    /// What one session may hold of the budget, so one long queue cannot starve the others.
+    var sessionShareBytes: Int { max(1, memoryBudgetBytes / 4) }
 }
 
 /// The established link, as far as sessions care.
@@ -62,10 +75,24 @@ struct SessionRouter<Random: RandomNumberGenerator> {
     /// Whether a link is established, and whether it negotiated FLOW.
     private(set) var link: LinkInfo?
     private var ackFlushScheduled = false
+    /// Sessions that stored inbound DATA since the last flush: only they are looked at.
+    private var acksDue: Set<UInt64> = []
     private var reportedActive = false
     private var nextToken: UInt64 = 0
     /// Sessions with outbox messages that have a TTL.
     private var sessionsWithTTL: Set<UInt64> = []
+    /// Payload bytes in memory in all sessions' windows, reads under way included
+    /// (≤ `limits.memoryBudgetBytes`, give or take one message).
+    private(set) var windowBytes = 0
+    /// Sessions whose window waits for room in the budget: refilled, by priority, when some frees.
+    private var budgetWaiters: Set<UInt64> = []
+    /// Inbound payload bytes received and still being stored, all sessions: beyond the
+    /// budget the link stops reading (TCP pushes back on the server) until half is stored.
+    private(set) var storingInBytes = 0
+    /// Whether the link was told to stop reading.
+    private(set) var linkReadingPaused = false
+    /// Outbound payload bytes queued (stored or being stored) per owner uid (`[limits] uid_outbox_bytes`).
+    private(set) var outboxBytesByUID: [UInt32: Int] = [:]
     /// Wall-clock time in ms since the Unix epoch, for TTLs (a fixed clock in tests).
     var clock: () -> Int64 = { 0 }
     var limits: SessionLimits
@@ -82,8 +109,10 @@ struct SessionRouter<Random: RandomNumberGenerator> {
     mutating func restore(_ stored: StoredSessions) {
         closedIDs = ClosedSessionIDs(stored.closed)
         for session in stored.open {
-            sessions[session.record.id] = Session(restoring: session)
-            if !session.outboxDeadlines.isEmpty { sessionsWithTTL.insert(session.record.id) }
+            let restored = Session(restoring: session)
+            outboxBytesByUID[restored.owner, default: 0] += restored.outboxBytes
+            sessions[session.record.id] = restored
+            if session.outbox.contains(where: { $0.deadlineMS != nil }) { sessionsWithTTL.insert(session.record.id) }
         }
     }
 
@@ -121,6 +150,7 @@ struct SessionRouter<Random: RandomNumberGenerator> {
             session.attachedClient = client.id
             // Redelivery starts after what a client acknowledged, whatever was sent before.
             session.dispatchedSeq = session.deliveredSeq
+            resetInboundWindow(&session)
             sessions[id] = session
             actions.append(.watch(SessionChange(.attached, session)))
             if session.assignedSeq > session.sentSeq {
@@ -143,6 +173,7 @@ struct SessionRouter<Random: RandomNumberGenerator> {
                 return [.fail(client: client.id, request: request, .sessionBusy, "session \(id) is not attached to this client")]
             }
             session.attachedClient = nil
+            resetInboundWindow(&session)
             sessions[id] = session
             return finish([.reply(client: client.id, request: request, .ok(.init())),
                            .watch(SessionChange(.detached, session, reason: "DETACH"))] + dropUnattended(id))
@@ -185,12 +216,26 @@ struct SessionRouter<Random: RandomNumberGenerator> {
             return [.fail(client: client.id, request: request, .queueFull,
                           "session \(send.session) has \(session.outboxCount) messages waiting ([limits] outbox_messages)")]
         }
+        let bytes = send.payload.readableBytes
+        guard session.outboxTotalBytes + bytes <= limits.outboxBytes else {
+            return [.fail(client: client.id, request: request, .queueFull,
+                          "session \(send.session) has \(session.outboxTotalBytes) bytes waiting; \(bytes) more would pass "
+                              + "[limits] outbox_bytes = \(limits.outboxBytes)")]
+        }
+        let uidBytes = outboxBytesByUID[session.owner] ?? 0
+        guard uidBytes + bytes <= limits.uidOutboxBytes else {
+            return [.fail(client: client.id, request: request, .queueFull,
+                          "uid \(session.owner) has \(uidBytes) bytes waiting in its sessions; \(bytes) more would pass "
+                              + "[limits] uid_outbox_bytes = \(limits.uidOutboxBytes)")]
+        }
+        outboxBytesByUID[session.owner] = uidBytes + bytes
         session.assignedSeq += 1
         let seq = session.assignedSeq
         let token = takeToken()
         // TTL_MS 0 or absent: forever.
         let deadline = send.ttlMS.flatMap { $0 == 0 ? nil : clock() + Int64($0) }
         session.storingOut[seq] = (send.payload, token, false, deadline)
+        session.storingOutBytes += send.payload.readableBytes
         return [.persist(.appendOutbound(session: send.session, seq: seq, payload: send.payload, expiresAtMS: deadline),
                          then: .accepted(client: client.id, request: request, session: send.session, seq: seq, token: token))]
     }
@@ -210,7 +255,13 @@ struct SessionRouter<Random: RandomNumberGenerator> {
         }
         var actions: [SessionAction] = [.reply(client: client.id, request: request, .ok(.init()))]
         guard seq > session.deliveredSeq else { return actions }
-        session.inbox.removeFirst(Int(seq - session.deliveredSeq))
+        // The window starts after `dispatchedSeq`: only an ACK beyond it (of messages
+        // the client had from an earlier attach) reaches into it.
+        while let first = session.inbox.first, first.seq <= seq {
+            session.inbox.removeFirst()
+            session.inboxWindowBytes -= first.payload.readableBytes
+            windowBytes -= first.payload.readableBytes
+        }
         session.deliveredSeq = seq
         session.dispatchedSeq = max(session.dispatchedSeq, seq)
         actions.append(.persist(.markDelivered(session: id, seq: seq), then: .deliveredStored(session: id, seq: seq)))
@@ -235,10 +286,14 @@ struct SessionRouter<Random: RandomNumberGenerator> {
         }
         var actions: [SessionAction] = []
         for id in sessionIDsByPriority where sessions[id]?.attachedClient == clientID {
-            sessions[id]?.attachedClient = nil
-            if let session = sessions[id] { actions.append(.watch(SessionChange(.detached, session, reason: "client disconnected"))) }
+            var session = take(id)
+            session.attachedClient = nil
+            resetInboundWindow(&session)
+            sessions[id] = session
+            actions.append(.watch(SessionChange(.detached, session, reason: "client disconnected")))
             actions += dropUnattended(id)
         }
+        actions += wakeBudgetWaiters()
         for (id, session) in creating where session.attachedClient == clientID { creating[id]?.attachedClient = nil }
         return finish(actions)
     }
@@ -354,14 +409,18 @@ struct SessionRouter<Random: RandomNumberGenerator> {
     /// Sends the ACKs due since `scheduleAckFlush`: one per session, the highest stored seq.
     mutating func flushAcks() -> [SessionAction] {
         ackFlushScheduled = false
+        let due = acksDue
+        acksDue.removeAll(keepingCapacity: true)
         guard link != nil else { return [] }
         var actions: [SessionAction] = []
-        for id in sessionIDsByPriority {
-            guard var session = sessions[id], session.upstream == .open || session.upstream == .opening,
-                  session.receivedSeq > session.ackedUpstreamSeq else { continue }
-            session.ackedUpstreamSeq = session.receivedSeq
-            sessions[id] = session
-            actions.append(.send(.ack(Ack(session: id, seq: session.receivedSeq))))
+        // Not a sort of every session per flush: only those with something to acknowledge.
+        let ordered = due.compactMap { id in sessions[id].map { (priority: $0.priority.rawValue, id: id) } }
+            .sorted { ($0.priority, $0.id) < ($1.priority, $1.id) }
+        for (_, id) in ordered {
+            guard let (upstream, received, acked) = sessions[id].map({ ($0.upstream, $0.receivedSeq, $0.ackedUpstreamSeq) }),
+                  upstream == .open || upstream == .opening, received > acked else { continue }
+            sessions[id]!.ackedUpstreamSeq = received
+            actions.append(.send(.ack(Ack(session: id, seq: received))))
         }
         return actions
     }
@@ -434,10 +493,79 @@ struct SessionRouter<Random: RandomNumberGenerator> {
         }
     }
 
+    /// A read of the store for the outbound window completed.
+    mutating func outboundLoaded(session id: UInt64, token: UInt64,
+                                 _ result: Result<[(seq: UInt64, payload: ByteBuffer)], SessionPersistenceError>) -> [SessionAction] {
+        guard let load = sessions[id]?.outboundLoad, load.token == token else { return [] }  // closed, or the window was reset
+        var session = take(id)
+        session.outboundLoad = nil
+        windowBytes -= load.reserved
+        var actions: [SessionAction] = []
+        switch result {
+        case .failure(let error):
+            actions.append(.log(.warning, "session \(id): outbound messages not read from the store: \(error)"))
+            actions.append(.storeFailed(reason: "session \(id): outbound messages not read from the store: \(error)"))
+            sessions[id] = session
+            return actions + wakeBudgetWaiters()
+        case .success(let messages):
+            let before = session.loadedCount
+            for message in messages {
+                guard session.loadedCount < session.outbox.count else { break }
+                let index = session.outbox.index(session.outbox.startIndex, offsetBy: session.loadedCount)
+                let entry = session.outbox[index]
+                // Acknowledged or given up while being read: skip it.
+                if entry.seq > message.seq { continue }
+                guard entry.seq == message.seq else {
+                    actions.append(.log(.warning, "session \(id): outbound seq \(entry.seq) is missing from the store"))
+                    break
+                }
+                session.outbox[index].payload = message.payload
+                session.loadedCount += 1
+                session.loadedBytes += entry.bytes
+                windowBytes += entry.bytes
+            }
+            sessions[id] = session
+            if session.loadedCount == before, session.loadedCount < session.outbox.count {
+                // Read again at once, it would find nothing again: wait for the next event instead.
+                return actions + [.log(.warning, "session \(id): the store holds no outbound message after the window")]
+            }
+            return actions + transmit(id) + wakeBudgetWaiters()
+        }
+    }
+
+    /// A read of the store for the inbound window completed.
+    mutating func inboundLoaded(session id: UInt64, token: UInt64,
+                                _ result: Result<[(seq: UInt64, payload: ByteBuffer)], SessionPersistenceError>) -> [SessionAction] {
+        guard let load = sessions[id]?.inboundLoad, load.token == token else { return [] }  // closed, detached or re-attached
+        var session = take(id)
+        session.inboundLoad = nil
+        windowBytes -= load.reserved
+        switch result {
+        case .failure(let error):
+            sessions[id] = session
+            return [.log(.warning, "session \(id): inbound messages not read from the store: \(error)"),
+                    .storeFailed(reason: "session \(id): inbound messages not read from the store: \(error)")] + wakeBudgetWaiters()
+        case .success(let messages):
+            for message in messages where message.seq == session.dispatchedSeq + UInt64(session.inbox.count) + 1 {
+                session.inbox.append(message)
+                session.inboxWindowBytes += message.payload.readableBytes
+                windowBytes += message.payload.readableBytes
+            }
+            sessions[id] = session
+            if session.inbox.isEmpty {
+                // Read again at once, it would find nothing again: wait for the next event instead.
+                return [.log(.warning, "session \(id): the store holds no inbound message after seq \(session.dispatchedSeq)")]
+            }
+            return deliver(id) + wakeBudgetWaiters()
+        }
+    }
+
     // MARK: Counters for STATUS
 
     var outboxTotal: Int { sessions.values.reduce(0) { $0 + $1.outboxCount } }
     var inboxTotal: Int { sessions.values.reduce(0) { $0 + $1.inboxCount } }
+    /// Payload bytes queued outbound (stored or being stored), all sessions.
+    var outboxBytesTotal: Int { sessions.values.reduce(0) { $0 + $1.outboxTotalBytes } }
 }
 
 // MARK: - Rules
@@ -517,7 +645,12 @@ extension SessionRouter {
     /// Forgets a session for good and keeps its id reserved.
     private mutating func closeLocally(_ id: UInt64, tellUpstream: Bool, reason: String,
                                        then continuation: PersistContinuation) -> [SessionAction] {
-        guard let session = sessions.removeValue(forKey: id) else { return [] }
+        guard var session = sessions.removeValue(forKey: id) else { return [] }
+        releaseWindows(&session)
+        budgetWaiters.remove(id)
+        outboxBytesByUID[session.owner, default: 0] -= session.outboxTotalBytes
+        if outboxBytesByUID[session.owner] == 0 { outboxBytesByUID[session.owner] = nil }
+        storingInBytes -= session.storingInBytes
         closedIDs.insert(id)
         var actions: [SessionAction] = [.watch(SessionChange(.closed, session, state: .closed, reason: reason))]
         for waiter in attachesAwaitingStores.removeValue(forKey: id) ?? [] {
@@ -527,6 +660,110 @@ extension SessionRouter {
             if link != nil { actions.append(.send(.close(Close(session: id)))) } else { closeUpstream.insert(id) }
         }
         actions.append(.persist(.close(session: id), then: continuation))
+        return actions + wakeBudgetWaiters() + resumeLinkReading()
+    }
+
+    // MARK: Memory windows
+
+    /// Whether `bytes` more may come into memory for `session` (the one message of an
+    /// empty budget always may, however large).
+    private func fits(_ bytes: Int, _ session: Session) -> Bool {
+        if windowBytes == 0 { return true }
+        return windowBytes + bytes <= limits.memoryBudgetBytes && session.windowBytes + bytes <= limits.sessionShareBytes
+    }
+
+    /// Forgets the inbound window (after an attach, a detach): it is read again from the store.
+    private mutating func resetInboundWindow(_ session: inout Session) {
+        windowBytes -= session.inboxWindowBytes + (session.inboundLoad?.reserved ?? 0)
+        session.inbox.removeAll()
+        session.inboxWindowBytes = 0
+        session.inboundLoad = nil
+    }
+
+    /// Gives back every byte the session holds in memory; its queues stay in the store.
+    private mutating func releaseWindows(_ session: inout Session) {
+        resetInboundWindow(&session)
+        windowBytes -= session.loadedBytes + (session.outboundLoad?.reserved ?? 0)
+        var index = session.outbox.startIndex
+        for _ in 0..<session.loadedCount {
+            session.outbox[index].payload = nil
+            index = session.outbox.index(after: index)
+        }
+        session.loadedCount = 0
+        session.loadedBytes = 0
+        session.outboundLoad = nil
+        session.transmittedCount = 0
+    }
+
+    /// Reads the next outbound messages from the store when the session can send and its
+    /// window has room; otherwise it waits for room in the budget.
+    private mutating func refillOutbound(_ session: inout Session) -> [SessionAction] {
+        guard session.upstream == .open, session.outboundLoad == nil, session.loadedCount < session.outbox.count else { return [] }
+        // Read in batches: with messages still to send in memory, wait until a quarter of the share is free.
+        let pendingInMemory = session.loadedCount - session.transmittedCount
+        let room = min(limits.memoryBudgetBytes - windowBytes, limits.sessionShareBytes - session.windowBytes)
+        if pendingInMemory > 0, room < limits.sessionShareBytes / 4 { return [] }
+        var count = 0
+        var bytes = 0
+        var index = session.outbox.index(session.outbox.startIndex, offsetBy: session.loadedCount)
+        while count < limits.readBatch, index != session.outbox.endIndex {
+            let next = session.outbox[index].bytes
+            guard (count == 0 && fits(next, session))
+                || (windowBytes + bytes + next <= limits.memoryBudgetBytes
+                    && session.windowBytes + bytes + next <= limits.sessionShareBytes) else { break }
+            count += 1
+            bytes += next
+            index = session.outbox.index(after: index)
+        }
+        guard count > 0 else {
+            budgetWaiters.insert(session.id)
+            return []
+        }
+        budgetWaiters.remove(session.id)
+        let after = session.loadedCount == 0
+            ? session.outbox[session.outbox.startIndex].seq - 1
+            : session.outbox[session.outbox.index(session.outbox.startIndex, offsetBy: session.loadedCount - 1)].seq
+        let token = takeToken()
+        session.outboundLoad = Session.Load(token: token, reserved: bytes)
+        windowBytes += bytes
+        return [.loadOutbound(session: session.id, after: after, limit: count, maxBytes: bytes, token: token)]
+    }
+
+    /// Reads the next inbound messages from the store for an attached, reading client.
+    private mutating func refillInbound(_ session: inout Session) -> [SessionAction] {
+        guard let client = session.attachedClient, !blockedClients.contains(client), session.inboundLoad == nil,
+              attachesAwaitingStores[session.id] == nil else { return [] }
+        let windowEnd = session.dispatchedSeq + UInt64(session.inbox.count)
+        guard windowEnd < session.receivedSeq, session.inbox.count < limits.deliveryBatch else { return [] }
+        let room = min(limits.memoryBudgetBytes - windowBytes, limits.sessionShareBytes - session.windowBytes,
+                       2 * limits.deliveryBatchBytes)
+        guard room > 0 || windowBytes == 0 else {
+            budgetWaiters.insert(session.id)
+            return []
+        }
+        budgetWaiters.remove(session.id)
+        let reserved = max(room, 0)
+        let token = takeToken()
+        session.inboundLoad = Session.Load(token: token, reserved: reserved)
+        windowBytes += reserved
+        return [.loadInbound(session: session.id, after: windowEnd, limit: 2 * limits.deliveryBatch,
+                             maxBytes: max(reserved, 1), token: token)]
+    }
+
+    /// Room freed in the budget: the sessions that waited for it read on, by priority.
+    private mutating func wakeBudgetWaiters() -> [SessionAction] {
+        guard !budgetWaiters.isEmpty, windowBytes < limits.memoryBudgetBytes else { return [] }
+        let waiting = budgetWaiters.compactMap { id in sessions[id].map { (priority: $0.priority.rawValue, id: id) } }
+            .sorted { ($0.priority, $0.id) < ($1.priority, $1.id) }.map(\.id)
+        budgetWaiters.removeAll()
+        var actions: [SessionAction] = []
+        for id in waiting {
+            var session = take(id)
+            actions += refillOutbound(&session)
+            actions += refillInbound(&session)
+            sessions[id] = session
+            actions += transmit(id) + deliver(id)
+        }
         return actions
     }
 
@@ -558,7 +795,11 @@ extension SessionRouter {
         switch result {
         case .failure(let error):
             // Later appends of this session fail too (the store's contract): give their seqs back now.
-            for later in session.storingOut.keys where later >= seq { session.storingOut[later] = nil }
+            for later in session.storingOut.keys where later >= seq {
+                let bytes = session.storingOut.removeValue(forKey: later)?.payload.readableBytes ?? 0
+                session.storingOutBytes -= bytes
+                outboxBytesByUID[session.owner, default: 0] -= bytes
+            }
             session.assignedSeq = seq - 1
             sessions[id] = session
             return [.fail(client: client, request: request, error == .full ? .queueFull : .internal, "message not stored: \(error)")]
@@ -570,7 +811,20 @@ extension SessionRouter {
             while let next = session.storingOut[session.sentSeq + 1], next.stored {
                 session.storingOut[session.sentSeq + 1] = nil
                 session.sentSeq += 1
-                session.outbox.append(.init(seq: session.sentSeq, payload: next.payload, deadlineMS: next.deadlineMS, mayBeHeld: false))
+                let bytes = next.payload.readableBytes
+                session.storingOutBytes -= bytes
+                session.outboxBytes += bytes
+                // The window keeps it when everything before it is in memory too and there is
+                // room; otherwise it is read back from the store when its turn comes.
+                let keep = session.loadedCount == session.outbox.count && session.outboundLoad == nil && !session.isFailed
+                    && fits(bytes, session)
+                session.outbox.append(.init(seq: session.sentSeq, bytes: bytes, deadlineMS: next.deadlineMS, mayBeHeld: false,
+                                            payload: keep ? next.payload : nil))
+                if keep {
+                    session.loadedCount += 1
+                    session.loadedBytes += bytes
+                    windowBytes += bytes
+                }
                 if let deadline = next.deadlineMS {
                     sessionsWithTTL.insert(id)
                     actions.append(.expireAt(deadline))
@@ -612,24 +866,34 @@ extension SessionRouter {
                 actions += giveUp(&session, at: session.transmittedCount, code: .expired, reason: "its TTL passed before it reached the server")
                 continue
             }
-            if message.payload.readableBytes > Int(link.maxFrame) {
+            if message.bytes > Int(link.maxFrame) {
                 actions += giveUp(&session, at: session.transmittedCount, code: .payloadTooLarge,
-                                  reason: "\(message.payload.readableBytes) bytes exceed the server's MAX_FRAME of \(link.maxFrame) bytes")
+                                  reason: "\(message.bytes) bytes exceed the server's MAX_FRAME of \(link.maxFrame) bytes")
                 continue
             }
+            // The rest of the window is still in the store (or being read).
+            guard session.transmittedCount < session.loadedCount, let payload = message.payload else { break }
             session.outbox[index].mayBeHeld = true
             session.transmittedCount += 1
             let wireSeq = session.wireAckedSeq + UInt64(session.transmittedCount)
-            actions.append(.send(.data(DataFrame(session: id, seq: wireSeq, body: message.payload))))
+            actions.append(.send(.data(DataFrame(session: id, seq: wireSeq, body: payload))))
         }
+        actions += refillOutbound(&session)
         return actions
     }
 
     /// Forgets the outbox entry at `offset` (not on the current link, not held by the server)
     /// and tells its client once that is stored.
-    private func giveUp(_ session: inout Session, at offset: Int, code: IPCErrorCode, reason: String) -> [SessionAction] {
+    private mutating func giveUp(_ session: inout Session, at offset: Int, code: IPCErrorCode, reason: String) -> [SessionAction] {
         let entry = session.outbox.remove(at: session.outbox.index(session.outbox.startIndex, offsetBy: offset))
         session.givenUp += 1
+        session.outboxBytes -= entry.bytes
+        outboxBytesByUID[session.owner, default: 0] -= entry.bytes
+        if offset < session.loadedCount {
+            session.loadedCount -= 1
+            session.loadedBytes -= entry.bytes
+            windowBytes -= entry.bytes
+        }
         return [.persist(.giveUpOutbound(session: session.id, seq: entry.seq),
                          then: .givenUp(session: session.id, seq: entry.seq, code: code, reason: reason))]
     }
@@ -637,10 +901,11 @@ extension SessionRouter {
     /// Gives up the session's messages whose TTL passed and that the server
     /// is known not to have; returns the next deadline still ahead, if any.
     private mutating func expire(_ id: UInt64, now: Int64) -> (actions: [SessionAction], next: Int64?) {
-        guard var session = sessions[id] else {
+        guard sessions[id] != nil else {
             sessionsWithTTL.remove(id)
             return ([], nil)
         }
+        var session = take(id)
         var actions: [SessionAction] = []
         var next: Int64?
         var waiting = false
@@ -681,11 +946,24 @@ extension SessionRouter {
     /// The server holds everything up to wire seq `wireSeq`: drop it, record
     /// it (as the IPC seq of the last message it covers), and tell the client once stored.
     private mutating func advanceAcked(_ id: UInt64, toWire wireSeq: UInt64) -> [SessionAction] {
-        guard var session = sessions[id], wireSeq > session.wireAckedSeq else { return [] }
+        guard let current = sessions[id]?.wireAckedSeq, wireSeq > current else { return [] }
+        var session = take(id)
         let count = Int(min(wireSeq - session.wireAckedSeq, UInt64(session.outbox.count)))
-        guard count > 0 else { return [] }
+        guard count > 0 else {
+            sessions[id] = session
+            return []
+        }
         let seq = session.outbox[session.outbox.index(session.outbox.startIndex, offsetBy: count - 1)].seq
-        session.outbox.removeFirst(count)
+        for _ in 0..<count {
+            let entry = session.outbox.removeFirst()
+            session.outboxBytes -= entry.bytes
+            outboxBytesByUID[session.owner, default: 0] -= entry.bytes
+            if entry.payload != nil {
+                session.loadedCount -= 1
+                session.loadedBytes -= entry.bytes
+                windowBytes -= entry.bytes
+            }
+        }
         session.ackedSeq = seq
         session.wireAckedSeq += UInt64(count)
         session.transmittedCount = max(0, session.transmittedCount - count)
@@ -694,9 +972,11 @@ extension SessionRouter {
     }
 
     private mutating func openOK(_ ok: OpenOK) -> [SessionAction] {
-        guard var session = sessions[ok.session], session.upstream == .opening else {
+        guard sessions[ok.session]?.upstream == .opening else {
             return [.log(.debug, "OPEN_OK for session \(ok.session), which is not being opened")]
         }
+        // Taken out while it changes: a copy held across `advanceAcked` would copy the outbox.
+        var session = take(ok.session)
         var actions: [SessionAction] = []
         // LAST_ACKED is a wire seq (see `Session`).
         var lastAcked = ok.lastAcked
@@ -714,20 +994,20 @@ extension SessionRouter {
         sessions[ok.session] = session
         actions += advanceAcked(ok.session, toWire: lastAcked)
         // The server lacks everything after LAST_ACKED: from now on their TTLs count.
-        if var current = sessions[ok.session] {
-            for index in current.outbox.indices { current.outbox[index].mayBeHeld = false }
-            sessions[ok.session] = current
-        }
+        session = take(ok.session)
+        for index in session.outbox.indices { session.outbox[index].mayBeHeld = false }
+        sessions[ok.session] = session
         if sessionsWithTTL.contains(ok.session) {
             let (expired, next) = expire(ok.session, now: clock())
             actions += expired
             if let next { actions.append(.expireAt(next)) }
         }
-        session = sessions[ok.session] ?? session
-        if let client = session.attachedClient {
-            actions.append(.event(client: client, .sessionState(.init(session: ok.session, state: session.state))))
+        if let (client, change) = sessions[ok.session].map({ ($0.attachedClient, SessionChange(.state, $0)) }) {
+            if let client {
+                actions.append(.event(client: client, .sessionState(.init(session: ok.session, state: change.state))))
+            }
+            actions.append(.watch(change))
         }
-        actions.append(.watch(SessionChange(.state, session)))
         actions += transmit(ok.session)
         return actions
     }
@@ -747,8 +1027,12 @@ extension SessionRouter {
             return finish(actions)
         }
         // FORBIDDEN or anything else: this session only fails; the link and the others go on.
+        session = take(fail.session)
         session.upstream = .failed(code: fail.code.rawValue, message: text)
+        releaseWindows(&session)
+        budgetWaiters.remove(fail.session)
         sessions[fail.session] = session
+        actions += wakeBudgetWaiters()
         actions.append(.log(.warning, "server refused session \(fail.session) (\(fail.code)): \(text)"))
         if let client = session.attachedClient {
             actions.append(.event(client: client, .sessionState(.init(session: fail.session, state: .failed, code: .upstreamRejected,
@@ -800,11 +1084,24 @@ extension SessionRouter {
         guard data.seq == session.storingSeq + 1 else {
             return [.dropLink(reason: "DATA seq \(data.seq) for session \(data.session) after \(session.storingSeq): a gap")]
         }
+        // Whatever the server does, it may not have more than the largest window we ever
+        // announce unacknowledged: beyond it, it ignores WINDOW and would grow our memory.
+        if link?.flow == true, data.seq > session.ackedUpstreamSeq + UInt64(Session.defaultWindow) {
+            return [.dropLink(reason: "DATA seq \(data.seq) for session \(data.session) beyond its window "
+                + "(\(Session.defaultWindow) after ACK \(session.ackedUpstreamSeq)): the server ignores WINDOW")]
+        }
         session.storingSeq = data.seq
         let token = takeToken()
         session.storingIn[data.seq] = (data.body, token, false)
-        return [.persist(.appendInbound(session: data.session, seq: data.seq, payload: data.body),
-                         then: .inboundStored(session: data.session, seq: data.seq, token: token))]
+        session.storingInBytes += data.body.readableBytes
+        storingInBytes += data.body.readableBytes
+        var actions: [SessionAction] = [.persist(.appendInbound(session: data.session, seq: data.seq, payload: data.body),
+                                                 then: .inboundStored(session: data.session, seq: data.seq, token: token))]
+        if !linkReadingPaused, storingInBytes > limits.memoryBudgetBytes {
+            linkReadingPaused = true
+            actions.append(.linkReading(false))
+        }
+        return actions
     }
 
     private mutating func inboundStored(session id: UInt64, seq: UInt64, token: UInt64,
@@ -816,18 +1113,35 @@ extension SessionRouter {
         switch result {
         case .failure(let error):
             // Unstored means unacknowledged: the server resends from RESUME_AFTER on the next link.
-            for later in session.storingIn.keys where later >= seq { session.storingIn[later] = nil }
+            for later in session.storingIn.keys where later >= seq {
+                let bytes = session.storingIn.removeValue(forKey: later)?.payload.readableBytes ?? 0
+                session.storingInBytes -= bytes
+                storingInBytes -= bytes
+            }
             session.storingSeq = seq - 1
             sessions[id] = session
-            return [.dropLink(reason: "session \(id): inbound seq \(seq) not stored: \(error)")]
+            // Our disk's failure, not the server's: no ERROR upstream, the link backs off and resumes.
+            return [.storeFailed(reason: "session \(id): inbound seq \(seq) not stored: \(error)")] + resumeLinkReading()
         case .success:
             session.storingIn[seq]?.stored = true
             while let next = session.storingIn[session.receivedSeq + 1], next.stored {
                 session.storingIn[session.receivedSeq + 1] = nil
                 session.receivedSeq += 1
-                session.inbox.append((session.receivedSeq, next.payload))
+                // Kept in the window for a reading client when it follows the window and
+                // fits; otherwise read back from the store when the client gets to it.
+                let bytes = next.payload.readableBytes
+                session.storingInBytes -= bytes
+                storingInBytes -= bytes
+                // A blocked client counts as reading: it drains soon, and the window bounds what waits.
+                if session.attachedClient != nil, session.inboundLoad == nil,
+                   session.dispatchedSeq + UInt64(session.inbox.count) + 1 == session.receivedSeq, fits(bytes, session) {
+                    session.inbox.append((session.receivedSeq, next.payload))
+                    session.inboxWindowBytes += bytes
+                    windowBytes += bytes
+                }
             }
             var actions: [SessionAction] = []
+            acksDue.insert(id)
             if !ackFlushScheduled {
                 ackFlushScheduled = true
                 actions.append(.scheduleAckFlush)
@@ -845,17 +1159,24 @@ extension SessionRouter {
             }
             sessions[id] = session
             actions += deliver(id)
-            return actions
+            return actions + resumeLinkReading()
         }
+    }
+
+    /// The link reads again once half of what was being stored is stored.
+    private mutating func resumeLinkReading() -> [SessionAction] {
+        guard linkReadingPaused, storingInBytes <= limits.memoryBudgetBytes / 2 else { return [] }
+        linkReadingPaused = false
+        return [.linkReading(true)]
     }
 
     /// DURABLE = 0 keeps nothing for a client that is not there: with no
     /// client attached, the inbox is dropped (marked delivered) as soon as it
     /// is stored — stored only so that the server's ACK and RESUME_AFTER stay right.
-    private func dropUnattended(_ session: inout Session) -> [SessionAction] {
+    private mutating func dropUnattended(_ session: inout Session) -> [SessionAction] {
         guard !session.durable, session.attachedClient == nil, session.receivedSeq > session.deliveredSeq else { return [] }
         let seq = session.receivedSeq
-        session.inbox.removeAll()
+        resetInboundWindow(&session)
         session.deliveredSeq = seq
         session.dispatchedSeq = seq
         var actions: [SessionAction] = [.persist(.markDelivered(session: session.id, seq: seq),
@@ -871,28 +1192,36 @@ extension SessionRouter {
 
     /// `dropUnattended` for a session in the table.
     private mutating func dropUnattended(_ id: UInt64) -> [SessionAction] {
-        guard var session = sessions[id] else { return [] }
+        guard sessions[id] != nil else { return [] }
+        var session = take(id)
         let actions = dropUnattended(&session)
         sessions[id] = session
         return actions
     }
 
     /// The next batch of MESSAGEs for the session's client, if it is attached and reading.
+    /// Messages leave the window as they are handed over; the next ones are read from the
+    /// store (a client that attaches again gets them again from there).
     private mutating func deliver(_ id: UInt64) -> [SessionAction] {
-        guard let session = sessions[id], let client = session.attachedClient, !blockedClients.contains(client),
-              attachesAwaitingStores[id] == nil, session.dispatchedSeq < session.receivedSeq else { return [] }
-        let skip = Int(session.dispatchedSeq - session.deliveredSeq)
-        let available = min(limits.deliveryBatch, Int(session.receivedSeq - session.dispatchedSeq))
+        guard let (attached, behind) = sessions[id].map({ ($0.attachedClient, $0.dispatchedSeq < $0.receivedSeq) }),
+              let client = attached, behind, !blockedClients.contains(client), attachesAwaitingStores[id] == nil else { return [] }
+        var taken = take(id)
         var batch: [(seq: UInt64, payload: ByteBuffer)] = []
         var bytes = 0
-        var index = session.inbox.index(session.inbox.startIndex, offsetBy: skip)
-        while batch.count < available, batch.isEmpty || bytes + session.inbox[index].payload.readableBytes <= limits.deliveryBatchBytes {
-            batch.append(session.inbox[index])
-            bytes += session.inbox[index].payload.readableBytes
-            index = session.inbox.index(after: index)
+        while batch.count < limits.deliveryBatch, let first = taken.inbox.first,
+              batch.isEmpty || bytes + first.payload.readableBytes <= limits.deliveryBatchBytes {
+            taken.inbox.removeFirst()
+            batch.append(first)
+            bytes += first.payload.readableBytes
         }
-        sessions[id]?.dispatchedSeq += UInt64(batch.count)
-        return [.deliver(client: client, session: id, batch)]
+        taken.dispatchedSeq += UInt64(batch.count)
+        taken.inboxWindowBytes -= bytes
+        windowBytes -= bytes
+        var actions: [SessionAction] = batch.isEmpty ? [] : [.deliver(client: client, session: id, batch)]
+        actions += refillInbound(&taken)
+        sessions[id] = taken
+        if bytes > 0 { actions += wakeBudgetWaiters() }
+        return actions
     }
 }
 
@@ -900,6 +1229,13 @@ extension SessionLimits {
     /// The `[limits]` table of the configuration.
     init(_ limits: DaemonConfiguration.Limits) {
         self.init(maxSessions: limits.maxSessions, maxSessionsPerUID: limits.maxSessionsPerUID, maxPayloadBytes: limits.maxPayloadBytes,
-                  outboxMessages: limits.outboxMessages, inboxMessages: limits.inboxMessages)
+                  outboxMessages: limits.outboxMessages, inboxMessages: limits.inboxMessages,
+                  outboxBytes: limits.outboxBytes, uidOutboxBytes: limits.uidOutboxBytes)
+    }
+
+    /// `[limits]` and the memory budget of `[store]`.
+    init(_ configuration: DaemonConfiguration) {
+        self.init(configuration.limits)
+        memoryBudgetBytes = configuration.store.memoryBudgetBytes
     }
 }

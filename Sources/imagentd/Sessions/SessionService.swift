@@ -27,6 +27,10 @@ final class SessionService: LinkSessionDelegate {
     private var expiry: (deadline: Int64, task: Scheduled<Void>)?
     /// Outbound messages given up (EXPIRED), for METRICS.
     private(set) var expiredTotal = 0
+    /// Failures of the local store that dropped the link (not the server's fault), for STATUS and METRICS.
+    private(set) var storeFailuresTotal = 0
+    /// The last of them, with its time (ms since the Unix epoch), for STATUS.
+    private(set) var lastStoreFailure: (text: String, atMS: Int64)?
 
     init(limits: SessionLimits, persistence: SessionPersistence, link: LinkEngine, loop: EventLoop, logger: Logger) {
         self.loop = loop
@@ -132,6 +136,11 @@ final class SessionService: LinkSessionDelegate {
         return result
     }
 
+    /// Payload bytes queued outbound, and payload bytes held in memory (the windows).
+    var queueBytes: (outbox: Int, memory: Int) {
+        (router.outboxBytesTotal, router.windowBytes)
+    }
+
     // MARK: Link
 
     func linkStateChanged(_ state: LinkStateValue) {
@@ -184,10 +193,7 @@ final class SessionService: LinkSessionDelegate {
             if case .giveUpOutbound = operation { expiredTotal += 1 }
             let bound = NIOLoopBound(self, eventLoop: loop)
             future(of: operation).whenComplete { result in
-                let mapped = result.mapError { error in
-                    (error as? SessionPersistenceError) ?? SessionPersistenceError.failed("\(error)")
-                }
-                bound.value.run(bound.value.router.persisted(continuation, mapped))
+                bound.value.run(bound.value.router.persisted(continuation, result.mapError(Self.persistenceError)))
             }
         case .reply(let client, let request, let message):
             clients[client]?.reply(to: request, message)
@@ -204,6 +210,27 @@ final class SessionService: LinkSessionDelegate {
         case .dropLink(let reason):
             logger.warning("dropping the link", metadata: ["reason": "\(reason)"])
             link.sessionProtocolViolation(reason)
+        case .linkReading(let on):
+            logger.info(on ? "reading from the link again" : "inbound data waits for the store: not reading from the link meanwhile")
+            link.setReading(on)
+        case .storeFailed(let reason):
+            storeFailuresTotal += 1
+            lastStoreFailure = (reason, Int64(WallClock.nowMS()))
+            logger.error("the local store failed; dropping the link to resume from what is stored (no ERROR to the server)",
+                         metadata: ["reason": "\(reason)"])
+            link.localFailure(reason)
+        case .loadOutbound(let session, let after, let limit, let maxBytes, let token):
+            let bound = NIOLoopBound(self, eventLoop: loop)
+            persistence.readOutbound(session: session, after: after, limit: limit, maxBytes: maxBytes).whenComplete { result in
+                let service = bound.value
+                service.run(service.router.outboundLoaded(session: session, token: token, result.mapError(Self.persistenceError)))
+            }
+        case .loadInbound(let session, let after, let limit, let maxBytes, let token):
+            let bound = NIOLoopBound(self, eventLoop: loop)
+            persistence.readInbound(session: session, after: after, limit: limit, maxBytes: maxBytes).whenComplete { result in
+                let service = bound.value
+                service.run(service.router.inboundLoaded(session: session, token: token, result.mapError(Self.persistenceError)))
+            }
         case .scheduleAckFlush:
             // One ACK per session for everything stored in this turn of the loop.
             let bound = NIOLoopBound(self, eventLoop: loop)
@@ -221,6 +248,10 @@ final class SessionService: LinkSessionDelegate {
             case .warning: logger.warning("\(text)")
             }
         }
+    }
+
+    private static func persistenceError(_ error: Error) -> SessionPersistenceError {
+        (error as? SessionPersistenceError) ?? SessionPersistenceError.failed("\(error)")
     }
 
     private func scheduleExpiry(at deadline: Int64) {

@@ -15,11 +15,11 @@ import Testing
         "server.tls.private_key_file", "server.tls.verify",
         "auth.token_credential", "auth.token_file", "auth.token_command",
         "ipc.socket", "ipc.mode", "ipc.group", "ipc.admin_group",
-        "store.directory", "store.durability",
+        "store.directory", "store.durability", "store.memory_budget_bytes", "store.max_bytes",
         "heartbeat.min_seconds", "heartbeat.max_seconds",
         "reconnect.base_ms", "reconnect.cap_ms", "reconnect.probe_ms",
         "limits.max_clients", "limits.max_clients_per_uid", "limits.max_sessions", "limits.max_sessions_per_uid", "limits.max_payload_bytes", "limits.outbox_messages",
-        "limits.inbox_messages",
+        "limits.inbox_messages", "limits.outbox_bytes", "limits.uid_outbox_bytes",
         "log.level", "network.watch", "metrics.prometheus_listen",
     ]
 
@@ -41,6 +41,7 @@ import Testing
         expected.server.tls.serverName = "im.example.net"
         expected.server.tls.certificateFile = "/etc/imagent/client.pem"
         expected.server.tls.privateKeyFile = "/etc/imagent/client.key"
+        expected.store.maxBytes = 10 << 30
         // The uncommented [server.tls] table holds "enabled = true", the default.
         #expect(try ConfigLoader.load(text: uncommented, file: "imagentd.toml") == expected)
     }

@@ -76,6 +76,10 @@ extension [SessionAction] {
         contains { if case .dropLink = $0 { true } else { false } }
     }
 
+    var storeFailures: [String] {
+        compactMap { if case .storeFailed(let reason) = $0 { reason } else { nil } }
+    }
+
     var schedulesAckFlush: Bool {
         contains { if case .scheduleAckFlush = $0 { true } else { false } }
     }
@@ -92,14 +96,31 @@ extension [SessionAction] {
 extension SessionRouter {
     /// Completes every persistence operation in `actions` (and those their
     /// completions start) with `result`; returns every action seen, the
-    /// persistence requests included.
-    mutating func completing(_ actions: [SessionAction], _ result: Result<Void, SessionPersistenceError> = .success(())) -> [SessionAction] {
+    /// persistence requests included. Reads of the store are answered from
+    /// `disk` (what a test restored), by seq.
+    mutating func completing(_ actions: [SessionAction], _ result: Result<Void, SessionPersistenceError> = .success(()),
+                             disk: StoredPayloads = StoredPayloads()) -> [SessionAction] {
         var all: [SessionAction] = []
         var queue = actions
         while !queue.isEmpty {
             let action = queue.removeFirst()
             all.append(action)
-            if case .persist(_, let then) = action { queue += persisted(then, result) }
+            switch action {
+            case .persist(let operation, let then):
+                if case .success = result {
+                    switch operation {
+                    case .appendOutbound(let session, let seq, let payload, _): disk.outbound[session, default: []].append((seq, payload))
+                    case .appendInbound(let session, let seq, let payload): disk.inbound[session, default: []].append((seq, payload))
+                    default: break
+                    }
+                }
+                queue += persisted(then, result)
+            case .loadOutbound(let session, let after, let limit, _, let token):
+                queue += outboundLoaded(session: session, token: token, .success(disk.read(disk.outbound[session], after, limit)))
+            case .loadInbound(let session, let after, let limit, _, let token):
+                queue += inboundLoaded(session: session, token: token, .success(disk.read(disk.inbound[session], after, limit)))
+            default: break
+            }
         }
         return all
     }
@@ -123,7 +144,23 @@ extension SessionRouter {
         completing(clientSend(client, request: 7, .init(session: session, payload: bytes(text))))
     }
 
-    mutating func data(_ session: UInt64, _ seq: UInt64, _ text: String = "x") -> [SessionAction] {
-        completing(received(.data(DataFrame(session: session, seq: seq, body: bytes(text)))))
+    mutating func data(_ session: UInt64, _ seq: UInt64, _ text: String = "x", disk: StoredPayloads = StoredPayloads()) -> [SessionAction] {
+        completing(received(.data(DataFrame(session: session, seq: seq, body: bytes(text)))), disk: disk)
+    }
+}
+
+/// The payloads in the store as far as a router test is concerned: what the test put there
+/// before a restart, and what `completing(_:disk:)` saw appended. The router reads them on demand.
+final class StoredPayloads {
+    var outbound: [UInt64: [(seq: UInt64, payload: ByteBuffer)]]
+    var inbound: [UInt64: [(seq: UInt64, payload: ByteBuffer)]]
+
+    init(outbound: [UInt64: [(seq: UInt64, payload: ByteBuffer)]] = [:], inbound: [UInt64: [(seq: UInt64, payload: ByteBuffer)]] = [:]) {
+        self.outbound = outbound
+        self.inbound = inbound
+    }
+
+    func read(_ queue: [(seq: UInt64, payload: ByteBuffer)]?, _ after: UInt64, _ limit: Int) -> [(seq: UInt64, payload: ByteBuffer)] {
+        Array((queue ?? []).filter { $0.seq > after }.prefix(limit))
     }
 }

@@ -81,10 +81,12 @@ final class FakeWallClock {
         var router = makeRouter()
         let stored = StoredSession(
             record: StoredSessionRecord(id: 77, service: "echo", owner: 1000, priority: .normal, durable: true),
-            ackedSeq: 3, deliveredSeq: 0, outbox: [(4, bytes("d")), (6, bytes("f"))], inbox: [], sentSeq: 6, receivedSeq: 0,
-            givenUp: 2)
+            ackedSeq: 3, deliveredSeq: 0, outbox: [StoredOutboxEntry(seq: 4, bytes: 1), StoredOutboxEntry(seq: 6, bytes: 1)],
+            sentSeq: 6, receivedSeq: 0, givenUp: 2)
+        let disk = StoredPayloads(outbound: [77: [(4, bytes("d")), (6, bytes("f"))]])
         router.restore(StoredSessions(open: [stored], closed: []))
-        let up = router.establish(lastAcked: { _ in 2 })
+        let opens = router.linkEstablished(flow: true)
+        let up = opens + router.completing(router.received(.openOK(OpenOK(session: 77, lastAcked: 2))), disk: disk)
         #expect(up.dataSeqs == [3, 4])
         #expect(up.dataPayloads == ["d", "f"])
         #expect(router.completing(router.received(.ack(Ack(session: 77, seq: 4)))).persists.contains(.ackedStored(session: 77, seq: 6)))

@@ -257,15 +257,16 @@ import Testing
 
     @Test func messagesAreDeliveredInOrder_andRedeliveredAfterReattachFromDeliveredSeq() {
         var router = makeRouter()
+        let disk = StoredPayloads()
         let id = router.newSession()
         _ = router.establish()
         var delivered: [UInt64] = []
-        for seq in 1...4 { delivered += router.data(id, UInt64(seq)).delivered }
+        for seq in 1...4 { delivered += router.data(id, UInt64(seq), disk: disk).delivered }
         #expect(delivered == [1, 2, 3, 4])
         #expect(router.clientAck(alice, request: 0, session: id, seq: 2).persists.count == 1)
         _ = router.clientDisconnected(alice.id)
-        #expect(router.data(id, 5).delivered.isEmpty)  // nobody attached: it waits
-        let attached = router.clientOpen(aliceAgain, request: 1, .init(session: id))
+        #expect(router.data(id, 5, disk: disk).delivered.isEmpty)  // nobody attached: it waits (in the store)
+        let attached = router.completing(router.clientOpen(aliceAgain, request: 1, .init(session: id)), disk: disk)
         #expect(attached.opened?.deliveredSeq == 2)
         #expect(attached.delivered == [3, 4, 5])
     }
@@ -274,17 +275,18 @@ import Testing
         // A client resuming after OPENED's SENT_SEQ must not send again what its lost connection
         // already handed over: OPENED waits for those SENDs to be stored.
         var router = makeRouter()
+        let disk = StoredPayloads()
         let id = router.newSession()
         _ = router.establish()
         _ = router.send(id, "1")
         let inFlight = router.clientSend(alice, request: 8, .init(session: id, payload: bytes("2")))
             + router.clientSend(alice, request: 9, .init(session: id, payload: bytes("3")))
         _ = router.clientDisconnected(alice.id)
-        #expect(router.data(id, 1).delivered.isEmpty)
+        #expect(router.data(id, 1, disk: disk).delivered.isEmpty)
         let attach = router.clientOpen(aliceAgain, request: 1, .init(session: id))
         #expect(attach.opened == nil)
-        #expect(router.data(id, 2).delivered.isEmpty)  // no MESSAGE before OPENED either
-        let stored = router.completing(inFlight)
+        #expect(router.data(id, 2, disk: disk).delivered.isEmpty)  // no MESSAGE before OPENED either
+        let stored = router.completing(inFlight, disk: disk)
         #expect(stored.opened?.sentSeq == 3)
         #expect(stored.delivered == [1, 2])
         // Nothing in flight: OPENED at once.
@@ -384,7 +386,9 @@ import Testing
         let id = router.newSession()
         _ = router.establish()
         let failed = router.completing(router.received(.data(DataFrame(session: id, seq: 1, body: bytes("a")))), .failure(.full))
-        #expect(failed.dropsLink)
+        // Our store's failure: the link is dropped without blaming the server (no ERROR PROTOCOL).
+        #expect(!failed.dropsLink)
+        #expect(failed.storeFailures.count == 1)
         #expect(failed.ackSeqs.isEmpty)
         _ = router.linkLost()
         #expect(router.linkEstablished(flow: true).opens.first?.resumeAfter == 0)
@@ -456,10 +460,13 @@ import Testing
         var router = makeRouter()
         let stored = StoredSession(
             record: StoredSessionRecord(id: 77, service: "echo", owner: 1000, priority: .normal, durable: true),
-            ackedSeq: 2, deliveredSeq: 1, outbox: [(3, bytes("c"))], inbox: [(2, bytes("b"))], sentSeq: 3, receivedSeq: 2)
+            ackedSeq: 2, deliveredSeq: 1, outbox: [StoredOutboxEntry(seq: 3, bytes: 1)], sentSeq: 3, receivedSeq: 2)
+        let disk = StoredPayloads(outbound: [77: [(3, bytes("c"))]], inbound: [77: [(2, bytes("b"))]])
         router.restore(StoredSessions(open: [stored], closed: [5]))
-        #expect(router.establish(lastAcked: { _ in 2 }).dataSeqs == [3])
-        #expect(router.clientOpen(alice, request: 1, .init(session: 77)).delivered == [2])
+        #expect(router.windowBytes == 0)  // start-up reads no payload
+        let up = router.linkEstablished(flow: true)
+        #expect(router.completing(up + router.received(.openOK(OpenOK(session: 77, lastAcked: 2))), disk: disk).dataSeqs == [3])
+        #expect(router.completing(router.clientOpen(alice, request: 1, .init(session: 77)), disk: disk).delivered == [2])
         #expect(router.clientOpen(alice, request: 2, .init(session: 5)).errors == [.sessionClosed])
         #expect(router.data(77, 2).ackSeqs == [2])  // a duplicate of what was stored before the restart
     }

@@ -1,0 +1,86 @@
+import AgentIPC
+import Foundation
+import Testing
+
+/// Issue 10's acceptance: the store is the queue. More than 200 MiB of 16 KiB
+/// messages queue while the server is down, the daemon is killed (-9) and
+/// started again on that store, then the server comes back: imagentd's
+/// anonymous memory (`RssAnon`) stays small while queued and after the
+/// restart, and `imagent-loadgen` checks that every echo arrives exactly once,
+/// in order, intact. Real processes: `imagentd`, `imagent-refserver`,
+/// `imagent-loadgen`.
+@Suite(.serialized)
+struct QueueMemoryTests {
+    static let sessions = 4
+    /// 4 × 3,300 × 16 KiB = 206 MiB (below `[limits] outbox_messages`' 10,000 per session).
+    static let messagesPerSession = 3_300
+    static let payloadBytes = 16 << 10
+    static let rssLimit = 48 << 20
+
+    @Test(.timeLimit(.minutes(10)))
+    func twoHundredMiBQueuedWhileTheServerIsDown_restartedDaemon_memoryStaysSmall_everyMessageOnceInOrder() async throws {
+        try await withLoadCluster { cluster in
+            try await cluster.stopServer()
+            let total = Self.sessions * Self.messagesPerSession
+            let loadgen = try cluster.startLoadgen(tag: 1, arguments: [
+                "--sessions", "\(Self.sessions)", "--messages", "\(Self.messagesPerSession)", "--size", "\(Self.payloadBytes)",
+                "--window", "64", "--deadline", "500",
+            ])
+
+            // Queue everything; sample the daemon's anonymous memory meanwhile.
+            var queuedPeak = 0
+            var queued = 0
+            let queueDeadline = ContinuousClock.now + .seconds(300)
+            while queued < total {
+                #expect(ContinuousClock.now < queueDeadline, "only \(queued) of \(total) messages queued in 300 s")
+                guard ContinuousClock.now < queueDeadline, loadgen.isRunning else { break }
+                queuedPeak = max(queuedPeak, cluster.daemonAnonymousRSS() ?? 0)
+                queued = try await outbox(cluster)
+                try await Task.sleep(for: .milliseconds(200))
+            }
+            let queuedBytes = queued * Self.payloadBytes
+            print("queued \(queued) messages (\(queuedBytes >> 20) MiB) with the server down; imagentd RssAnon peak \(queuedPeak >> 20) MiB")
+            #expect(queued == total)
+            #expect(queuedBytes >= 200 << 20)
+            #expect(queuedPeak > 0 && queuedPeak <= Self.rssLimit, "RssAnon \(queuedPeak) bytes while queued")
+
+            // kill -9 and start again on the same store: start-up reads no payload.
+            try await cluster.killAndRestartDaemon()
+            var restartedPeak = 0
+            for _ in 0..<15 {
+                restartedPeak = max(restartedPeak, cluster.daemonAnonymousRSS() ?? 0)
+                try await Task.sleep(for: .milliseconds(200))
+            }
+            let requeued = try await outbox(cluster)
+            print("after kill -9 and restart: \(requeued) messages queued; imagentd RssAnon peak \(restartedPeak >> 20) MiB")
+            #expect(requeued == total)
+            #expect(restartedPeak > 0 && restartedPeak <= Self.rssLimit, "RssAnon \(restartedPeak) bytes after the restart")
+
+            // The server comes back: the backlog drains, the echoes come back.
+            let drainStart = ContinuousClock.now
+            try await cluster.startServer()
+            var drainPeak = 0
+            while loadgen.isRunning, ContinuousClock.now < drainStart + .seconds(480) {
+                drainPeak = max(drainPeak, cluster.daemonAnonymousRSS() ?? 0)
+                try await Task.sleep(for: .milliseconds(200))
+            }
+            let report = try await loadgen.wait(within: .seconds(30))
+            print("drained in \(ContinuousClock.now - drainStart); imagentd RssAnon peak while draining \(drainPeak >> 20) MiB; \(report.json)")
+            #expect(report.status == 0, "\(report.json)\n\(report.stderr)\n\(cluster.tail("imagentd.log"))")
+            #expect(report.int("received") == total)
+            #expect(report.int("lost") == 0 && report.int("duplicated") == 0)
+            #expect(report.int("out_of_order") == 0 && report.int("seq_gaps") == 0)
+        }
+    }
+
+    /// Outbound messages the daemon holds (STATUS `sessions.outbox`), over a connection of
+    /// its own (no child process per poll: Foundation's Process misbehaves when run often).
+    private func outbox(_ cluster: LoadCluster) async throws -> Int {
+        guard let client = try? await IPCClient.connect(socketPath: cluster.socketPath, clientName: "queue-memory") else { return 0 }
+        defer { Task { await client.close() } }
+        guard let text = try? await client.status(),
+              let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
+              let sessions = object["sessions"] as? [String: Any], let outbox = sessions["outbox"] as? NSNumber else { return 0 }
+        return outbox.intValue
+    }
+}

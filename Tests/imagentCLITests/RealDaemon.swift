@@ -71,7 +71,7 @@ final class RealDaemon: @unchecked Sendable {
         try await Self.launch(Setup(directory: directory, configPath: configPath, socketPath: socketPath, server: server))
     }
 
-    private static func launch(_ setup: Setup) async throws -> RealDaemon {
+    static func launch(_ setup: Setup) async throws -> RealDaemon {
         let (directory, configPath, socketPath, server) = (setup.directory, setup.configPath, setup.socketPath, setup.server)
         let process = Process()
         process.executableURL = binary

@@ -22,6 +22,12 @@ final class DaemonCore: IPCRequestHandler {
     private let startedAt = WallClock.nowMS()
     /// Re-reads the configuration file; nil in development mode (no file).
     private let reloadConfiguration: (() throws -> DaemonConfiguration)?
+    /// The file `reloadConfiguration` reads, for messages that say where to fix things.
+    private let configPath: String
+    /// What the link lacks (endpoints, a usable token) while the daemon runs unconfigured; nil: configured.
+    private(set) var unconfigured: String?
+    /// Link reconfigurations run one after the other, in the order of the reloads that asked for them.
+    private var relinking: Task<Void, Never>?
     private var clients: [UInt64: IPCClientConnection] = [:]
     private var linkStatus: LinkStatus
     /// The LINK_STATE clients last heard: only a change is sent.
@@ -30,15 +36,18 @@ final class DaemonCore: IPCRequestHandler {
     var onLinkStatus: ((LinkStatus) -> Void)?
 
     init(configuration: DaemonConfiguration, link: LinkEngine, sessions: SessionService, loop: EventLoop, logger: Logger,
-         logLevel: LiveLogLevel, reloadConfiguration: (() throws -> DaemonConfiguration)?) {
+         logLevel: LiveLogLevel, reloadConfiguration: (() throws -> DaemonConfiguration)?,
+         configPath: String = "the configuration file", unconfigured: String? = nil) {
         self.configuration = configuration
+        self.configPath = configPath
+        self.unconfigured = unconfigured
         self.sessions = sessions
         self.logLevel = logLevel
         self.link = link
         self.loop = loop
         self.logger = logger
         self.reloadConfiguration = reloadConfiguration
-        self.linkStatus = LinkStatus(phase: .stopped(.notStarted))
+        self.linkStatus = unconfigured.map(LinkStatus.unconfigured) ?? LinkStatus(phase: .stopped(.notStarted))
         sessions.onSessionChange = { [unowned self] change in self.sessionChanged(change) }
     }
 
@@ -119,43 +128,89 @@ final class DaemonCore: IPCRequestHandler {
         case .disconnect: link.userDisconnect()
         case .reconnect: link.userReconnect()
         case .reload:
-            if let problem = reload() {
-                client.fail(request, .internal, problem)
-                return
+            switch reload() {
+            case .success(let report):
+                client.reply(to: request, .result(.init(json: report.json)))
+            case .failure(let failure):
+                client.fail(request, .internal, failure.description)
             }
+            return
         default:
             preconditionFailure("admin() handles CONNECT, DISCONNECT, RECONNECT and RELOAD only")
         }
         client.reply(to: request, .ok(.init()))
     }
 
-    /// Re-reads the configuration (SIGHUP or RELOAD). Returns what went wrong, or nil.
+    /// Re-reads the configuration (SIGHUP or RELOAD) and applies it: live
+    /// settings at once, link settings through one reconnect. A file with
+    /// problems changes nothing.
     @discardableResult
-    func reload() -> String? {
-        guard let reloadConfiguration else { return "development mode has no configuration file to reload" }
+    func reload() -> Result<ReloadReport, ReloadFailure> {
+        guard let reloadConfiguration else {
+            return .failure(ReloadFailure(description: "development mode has no configuration file to reload"))
+        }
+        let plan: ReloadPlan
+        let missing: String?
+        let prepared: LinkEngine.Prepared?
         do {
             let fresh = try reloadConfiguration()
-            let report = ReloadPlan(from: configuration, to: fresh)
-            configuration = report.applied
-            logLevel.level = Logger.Level(configuration.logLevel)
-            logger.notice("configuration reloaded", metadata: [
-                "applied": "\(report.changedLive.joined(separator: ","))",
-                "needs_restart": "\(report.needsRestart.joined(separator: ","))",
-            ])
-            return nil
+            plan = ReloadPlan(from: configuration, to: fresh)
+            missing = LinkReadiness.problem(plan.applied, configPath: configPath)
+            // TLS files are loaded here, before anything changes: a bad one fails the reload.
+            prepared = missing == nil ? try LinkEngine.prepare(LinkConfiguration(plan.applied)) : nil
         } catch {
             logger.error("configuration not reloaded; keeping the running one", metadata: ["problems": "\(error)"])
-            return "configuration not reloaded: \(error)"
+            return .failure(ReloadFailure(description: "configuration not reloaded: \(error)"))
         }
+        configuration = plan.applied
+        logLevel.level = Logger.Level(configuration.logLevel)
+        sessions.updateLimits(SessionLimits(configuration.limits))
+
+        let relink = !plan.changedByReconnect.isEmpty || (unconfigured != nil) != (missing != nil) || (unconfigured != nil && missing == nil)
+        unconfigured = missing
+        if let missing {
+            linkStatus = .unconfigured(missing)
+            onLinkStatus?(linkStatus)
+        }
+        if relink {
+            let link = self.link
+            let previous = relinking
+            relinking = Task {
+                await previous?.value
+                await link.reconfigure(prepared)
+            }
+        }
+        let report = ReloadReport(applied: plan.changedLive, reconnect: relink ? plan.changedByReconnect : [],
+                                  needsRestart: plan.needsRestart, unconfigured: missing)
+        logger.notice("configuration reloaded", metadata: [
+            "applied": "\(plan.changedLive.joined(separator: ","))",
+            "applied_by_reconnect": "\(report.reconnect.joined(separator: ","))",
+            "needs_restart": "\(plan.needsRestart.joined(separator: ","))",
+        ])
+        return .success(report)
+    }
+
+    /// The unit's STATUS= line: the link, as a sentence.
+    var systemdStatusLine: String {
+        linkStatus.systemdSentence(now: .now, wallNowMS: unixMilliseconds())
     }
 
     // MARK: link
 
     func linkChanged(_ transition: LinkTransition) {
         // The engine has logged the transition with its reason; here it goes to systemd and WATCH.
-        linkStatus = transition.status
-        onLinkStatus?(transition.status)
-        let state = transition.status.ipcLinkState
+        // While unconfigured, the old link's last steps (closing it) do not replace that state.
+        if unconfigured == nil {
+            var status = transition.status
+            status.phase = transition.to
+            status.detail = status.sentence(now: .now)
+            // The time of the last error is the time it first appeared.
+            status.lastErrorAtUnixMS = status.lastError == nil ? nil
+                : (status.lastError == linkStatus.lastError ? linkStatus.lastErrorAtUnixMS : WallClock.nowMS())
+            linkStatus = status
+            onLinkStatus?(status)
+        }
+        let state = linkStatus.ipcLinkState
         if state != reportedLinkState {
             reportedLinkState = state
             sessions.linkStateChanged(state)
@@ -165,7 +220,7 @@ final class DaemonCore: IPCRequestHandler {
         event.field("event", "link")
         event.field("time_ms", WallClock.nowMS())
         event.field("state", transition.status.state)
-        event.field("detail", transition.status.detail)
+        event.field("detail", transition.status.sentence(now: .now))
         event.field("reason", transition.reason)
         event.endObject()
         for client in clients.values where client.watching {
@@ -230,8 +285,10 @@ final class DaemonCore: IPCRequestHandler {
         var json = JSONWriter()
         json.beginObject()
         json.beginObject("link")
+        let monotonicNow = MonotonicInstant.now
         json.field("state", linkStatus.state)
-        json.field("detail", linkStatus.detail)
+        json.field("detail", linkStatus.sentence(now: monotonicNow))
+        json.field("next_step", linkStatus.nextStep(now: monotonicNow))
         json.field("endpoint", linkStatus.endpoint)
         json.field("connected_since_ms", linkStatus.connectedSinceUnixMS)
         json.field("uptime_s", linkStatus.connectedSinceUnixMS.map { now >= $0 ? (now - $0) / 1000 : 0 })
@@ -239,7 +296,9 @@ final class DaemonCore: IPCRequestHandler {
         json.field("heartbeat_s", linkStatus.heartbeatInterval.map(\.seconds))
         json.field("reconnects", linkStatus.reconnectCount)
         json.field("attempts", linkStatus.attempts)
-        json.field("last_error", linkStatus.lastError)
+        json.field("last_error", linkStatus.lastError.map(LinkStatus.plain))
+        json.field("last_error_ms", linkStatus.lastErrorAtUnixMS)
+        json.field("unconfigured", linkStatus.unconfigured)
         json.endObject()
         json.beginObject("daemon")
         json.field("version", Self.version)

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import NIOCore
 import NIOPosix
@@ -9,14 +12,24 @@ import UnixSignals
 /// store flushes, and the loop ends.
 enum DaemonRunner {
     static func run(configuration: DaemonConfiguration, reload: (@Sendable () throws -> DaemonConfiguration)?,
+                    configPath: String = "the configuration file",
                     passedSockets: [Int32], logLevel: LiveLogLevel, logger: Logger) async throws {
         let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint, .sighup)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()
         let notifier = SystemdNotifier()
 
-        let link = try LinkEngine(configuration: LinkConfiguration(configuration), eventLoop: loop, logger: logger)
+        // Without endpoints or a usable token the daemon runs unconfigured: it serves its socket,
+        // says what is missing, and starts the link once a reload supplies it.
+        let unconfigured = reload == nil ? nil : LinkReadiness.problem(configuration, configPath: configPath)
+        if let unconfigured { logger.warning("unconfigured: \(unconfigured)") }
+        let link = LinkEngine(prepared: unconfigured == nil ? try LinkEngine.prepare(LinkConfiguration(configuration)) : nil,
+                              eventLoop: loop, logger: logger)
         let persistence: SQLiteSessionPersistence
+        // A missing store directory is made (0700, like every directory the daemon creates).
+        if mkdir(configuration.store.directory, 0o700) != 0 && errno != EEXIST {
+            logger.warning("cannot create the store directory \(configuration.store.directory): \(String(cString: strerror(errno)))")
+        }
         do {
             persistence = try await SQLiteSessionPersistence.open(directory: configuration.store.directory,
                                                                   durability: configuration.store.durability, on: loop).get()
@@ -31,14 +44,15 @@ enum DaemonRunner {
             let sessions = SessionService(limits: SessionLimits(configuration.limits),
                                           persistence: persistence, link: link, loop: loop, logger: logger)
             let core = DaemonCore(configuration: configuration, link: link, sessions: sessions, loop: loop, logger: logger,
-                                  logLevel: logLevel, reloadConfiguration: reload)
+                                  logLevel: logLevel, reloadConfiguration: reload, configPath: configPath,
+                                  unconfigured: unconfigured)
             let bound = NIOLoopBound(core, eventLoop: loop)
             return sessions.start().map { bound }
         }.get()
         link.onTransition { transition in core.value.linkChanged(transition) }
         link.onHeartbeat { interval, rtt in core.value.heartbeatChanged(interval: interval, rtt: rtt) }
         try await loop.submit {
-            core.value.onLinkStatus = { status in notifier.status(status.systemdStatus) }
+            core.value.onLinkStatus = { _ in notifier.status(core.value.systemdStatusLine) }
         }.get()
 
         let server: IPCServer
@@ -56,20 +70,26 @@ enum DaemonRunner {
             throw error
         }
 
+        // Computed before the link starts, so that READY=1 is the first notification.
+        let readyLine = try await loop.submit { core.value.systemdStatusLine }.get()
         link.start()
         let watchdog = notifier.watchdogInterval.map { interval in
             loop.scheduleRepeatedTask(initialDelay: .zero, delay: TimeAmount(interval)) { _ in
                 notifier.watchdogPing()
             }
         }
-        notifier.ready(status: "link starting; IPC on \(configuration.ipc.socket)")
+        notifier.ready(status: unconfigured == nil ? "link starting; IPC on \(configuration.ipc.socket)" : readyLine)
         logger.info("imagentd \(DaemonCore.version) started", metadata: ["socket": "\(configuration.ipc.socket)"])
 
         for await signal in signals {
             if signal == .sighup {
                 notifier.reloading()
-                _ = try? await loop.submit { core.value.reload() }.get()
-                notifier.ready(status: "configuration reloaded")
+                // STATUS= goes back to the link's sentence, whether the reload worked or not.
+                let line = try? await loop.submit {
+                    core.value.reload()
+                    return core.value.systemdStatusLine
+                }.get()
+                notifier.ready(status: line ?? "configuration reload interrupted")
                 continue
             }
             logger.notice("shutting down", metadata: ["signal": "\(signal)"])
@@ -85,15 +105,5 @@ enum DaemonRunner {
         try? await persistence.close().get()
         try? await group.shutdownGracefully()
         logger.info("imagentd stopped")
-    }
-}
-
-extension LinkStatus {
-    /// One line for `systemctl status`.
-    var systemdStatus: String {
-        switch state {
-        case "connected": "connected to \(endpoint ?? "?")"
-        default: detail
-        }
     }
 }

@@ -19,8 +19,15 @@ struct LinkStatus: Hashable, Sendable {
     var attempts: Int
     /// The reason of the last transition away from a working or attempted link.
     var lastError: String?
+    /// When `lastError` was first seen (Unix ms, wall clock); the daemon stamps it.
+    var lastErrorAtUnixMS: UInt64?
+    /// The phase the snapshot was taken in: the sentence reads the backoff deadline from it.
+    var phase: LinkPhase
+    /// Set while the daemon has no endpoints or no usable token: what is missing and what to do.
+    var unconfigured: String?
 
     init(phase: LinkPhase) {
+        self.phase = phase
         state = phase.shortName
         detail = phase.description
         reconnectCount = 0

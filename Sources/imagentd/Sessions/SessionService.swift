@@ -107,6 +107,11 @@ final class SessionService: LinkSessionDelegate {
         return json.text
     }
 
+    /// New `[limits]` from a reload: the router checks the next request against them.
+    func updateLimits(_ limits: SessionLimits) {
+        router.limits = limits
+    }
+
     /// STATUS's `sessions` object.
     var counts: (sessions: Int, outbox: Int, inbox: Int) {
         (router.sessions.count, router.outboxTotal, router.inboxTotal)

@@ -1,0 +1,65 @@
+import Foundation
+import Testing
+
+/// The commands scripts and operators lean on, against the real `imagentd`:
+/// `wait-online`, `open -q`.
+@Suite(.serialized, .timeLimit(.minutes(2)))
+struct OperatorCommandTests {
+    @Test func waitOnline_returnsAtOnceWhenUp_andWaitsForAConnect() async throws {
+        try await withRealDaemon { daemon in
+            _ = try await daemon.waitForLink("connected")
+            let up = try await daemon.imagent(["wait-online", "--timeout", "10"])
+            #expect(up.status == 0, "\(up.stderr)")
+            #expect(up.stdout == "imagentd is online: connected to \(daemon.server.address)\n")
+
+            #expect(try await daemon.imagent(["disconnect"]).status == 0)
+            _ = try await daemon.waitForLink("stopped")
+            let clock = ContinuousClock()
+            let started = clock.now
+            async let waited = daemon.imagent(["wait-online", "--timeout", "15", "--json"])
+            try await Task.sleep(for: .milliseconds(800))
+            #expect(try await daemon.imagent(["connect"]).status == 0)
+            let result = try await waited
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(clock.now - started >= .milliseconds(800), "wait-online returned before the link was up")
+            let link = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
+            #expect(link?["state"] as? String == "connected")
+        }
+    }
+
+    @Test func waitOnline_timesOutWith5_andSaysWhereTheLinkIs() async throws {
+        try await withRealDaemon { daemon in
+            _ = try await daemon.waitForLink("connected")
+            #expect(try await daemon.imagent(["disconnect"]).status == 0)
+            _ = try await daemon.waitForLink("stopped")
+            let clock = ContinuousClock()
+            let started = clock.now
+            let result = try await daemon.imagent(["wait-online", "--timeout", "1"])
+            #expect(result.status == 5)
+            #expect(clock.now - started >= .seconds(1))
+            #expect(result.stderr.hasPrefix("imagent: the link did not come up within 1 s; it is "), "\(result.stderr)")
+        }
+    }
+
+    @Test func waitOnline_withoutADaemon_exits2AfterTheTimeout() async throws {
+        let directory = try FakeDaemon.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let result = try await ImagentProcess.run(["--socket", directory + "/absent.sock", "wait-online", "--timeout", "0.5"])
+        #expect(result.status == 2)
+        #expect(result.stderr.contains("imagentd is not running"), "\(result.stderr)")
+    }
+
+    @Test func openQuiet_printsOnlyTheSessionId() async throws {
+        try await withRealDaemon { daemon in
+            _ = try await daemon.waitForLink("connected")
+            let opened = try await daemon.imagent(["open", "-q", "echo"])
+            #expect(opened.status == 0, "\(opened.stderr)")
+            let id = try #require(UInt64(opened.stdout.dropLast()))
+            #expect(opened.stdout == "\(id)\n")
+            let sent = try await daemon.imagent(["send", "\(id)", "hi"])
+            #expect(sent.status == 0, "\(sent.stderr)")
+            let both = try await daemon.imagent(["open", "-q", "--json", "echo"])
+            #expect(both.status == 1)
+        }
+    }
+}

@@ -62,4 +62,39 @@ struct OperatorCommandTests {
             #expect(both.status == 1)
         }
     }
+
+    @Test func events_showWhatHappenedBefore_andSinceFiltersByTime() async throws {
+        try await withRealDaemon { daemon in
+            _ = try await daemon.waitForLink("connected")
+            let opened = try await daemon.imagent(["open", "-q", "echo"])
+            #expect(opened.status == 0, "\(opened.stderr)")
+            #expect(try await daemon.imagent(["disconnect"]).status == 0)
+            _ = try await daemon.waitForLink("stopped")
+            #expect(try await daemon.imagent(["connect"]).status == 0)
+            _ = try await daemon.waitForLink("connected")
+
+            let json = try await daemon.imagent(["events", "--json"])
+            #expect(json.status == 0, "\(json.stderr)")
+            let events = json.stdoutLines.compactMap { line in
+                try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+            }
+            #expect(events.count == json.stdoutLines.count)
+            let states = events.filter { $0["event"] as? String == "link" }.compactMap { $0["state"] as? String }
+            #expect(states.first == "connecting", "\(states)")
+            // The disconnect, then the connect's stages, then the link up again.
+            let stopped = try #require(states.lastIndex(of: "stopped"), "\(states)")
+            #expect(states[stopped...].contains("connecting") && states.last == "connected", "\(states)")
+            #expect(events.contains { $0["event"] as? String == "session" && $0["change"] as? String == "opened" })
+
+            let human = try await daemon.imagent(["events", "--since", "10m"])
+            #expect(human.stdoutLines.count == events.count)
+            #expect(human.stdout.contains("  link  state=stopped"), "\(human.stdout)")
+            try await Task.sleep(for: .milliseconds(1100))
+            let none = try await daemon.imagent(["events", "--since", "1s"])
+            #expect(none.status == 0)
+            #expect(none.stdout.isEmpty, "\(none.stdout)")
+            let bad = try await daemon.imagent(["events", "--since", "soon"])
+            #expect(bad.status == 1)
+        }
+    }
 }

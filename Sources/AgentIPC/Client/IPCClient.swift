@@ -184,6 +184,9 @@ public final class IPCClient: Sendable {
     /// Counters and gauges, as JSON text.
     public func metrics() async throws -> String { try await result(.metrics(.init())) }
 
+    /// The daemon's recent link and session events (a bounded ring), as JSON text.
+    public func events() async throws -> String { try await result(.events(.init())) }
+
     /// Subscribes to the daemon's EVENT stream; they arrive on `events` as
     /// `.watch` until the client is closed.
     @discardableResult

@@ -28,6 +28,8 @@ final class DaemonCore: IPCRequestHandler {
     private(set) var unconfigured: String?
     /// Link reconfigurations run one after the other, in the order of the reloads that asked for them.
     private var relinking: Task<Void, Never>?
+    /// Recent link and session events for EVENTS (bounded).
+    private var recentEvents = EventRing()
     private var clients: [UInt64: IPCClientConnection] = [:]
     private var linkStatus: LinkStatus
     /// The LINK_STATE clients last heard: only a change is sent.
@@ -101,6 +103,9 @@ final class DaemonCore: IPCRequestHandler {
         case .watch:
             client.watching = true
             client.reply(to: request, .ok(.init()))
+        case .events:
+            let visible = recentEvents.visible(to: client.peer.uid, isAdmin: client.isAdmin)
+            client.reply(to: request, .result(.init(json: #"{"events":["# + visible.map(\.json).joined(separator: ",") + "]}")))
         case .connect, .disconnect, .reconnect, .reload:
             guard client.isAdmin else {
                 let group = configuration.ipc.adminGroup
@@ -182,6 +187,16 @@ final class DaemonCore: IPCRequestHandler {
         }
         let report = ReloadReport(applied: plan.changedLive, reconnect: relink ? plan.changedByReconnect : [],
                                   needsRestart: plan.needsRestart, unconfigured: missing)
+        var event = JSONWriter()
+        event.beginObject()
+        event.field("event", "reload")
+        event.field("time_ms", WallClock.nowMS())
+        event.raw("report", report.json)
+        event.endObject()
+        recentEvents.append(.init(timeMS: WallClock.nowMS(), owner: nil, json: event.text))
+        for client in clients.values.sorted(by: { $0.id < $1.id }) where client.watching {
+            client.send(event: .event(.init(json: event.text)))
+        }
         logger.notice("configuration reloaded", metadata: [
             "applied": "\(plan.changedLive.joined(separator: ","))",
             "applied_by_reconnect": "\(report.reconnect.joined(separator: ","))",
@@ -223,6 +238,7 @@ final class DaemonCore: IPCRequestHandler {
         event.field("detail", transition.status.sentence(now: .now))
         event.field("reason", transition.reason)
         event.endObject()
+        recentEvents.append(.init(timeMS: WallClock.nowMS(), owner: nil, json: event.text))
         for client in clients.values where client.watching {
             client.send(event: .event(.init(json: event.text)))
         }
@@ -253,7 +269,6 @@ final class DaemonCore: IPCRequestHandler {
     /// as SESSIONS shows another user's sessions to admins only.
     func sessionChanged(_ change: SessionChange) {
         let watchers = clients.values.filter { $0.watching && ($0.isAdmin || $0.peer.uid == change.owner) }
-        guard !watchers.isEmpty else { return }
         var event = JSONWriter()
         event.beginObject()
         event.field("event", "session")
@@ -265,6 +280,7 @@ final class DaemonCore: IPCRequestHandler {
         event.field("state", change.state.description)
         event.field("reason", change.reason)
         event.endObject()
+        recentEvents.append(.init(timeMS: WallClock.nowMS(), owner: change.owner, json: event.text))
         for client in watchers.sorted(by: { $0.id < $1.id }) {
             client.send(event: .event(.init(json: event.text)))
         }

@@ -3,12 +3,13 @@ import Glibc
 #endif
 
 /// Decides who may run the admin ops (CONNECT, DISCONNECT, RECONNECT, RELOAD)
-/// and see every session: root, and members of the configured admin group.
+/// and see every session: root, the daemon's own user (who could signal it
+/// anyway; for a per-user daemon, its user), and members of the admin group.
 struct AdminPolicy: Sendable {
     var adminGroup: String
 
     func isAdmin(_ peer: PeerCredentials) -> Bool {
-        if peer.uid == 0 { return true }
+        if peer.uid == 0 || peer.uid == getuid() { return true }
         guard !adminGroup.isEmpty, let groupID = Self.groupID(named: adminGroup) else { return false }
         return peer.gid == groupID || Self.supplementaryGroups(of: peer.uid).contains(groupID)
     }

@@ -148,4 +148,38 @@ struct ReloadAndStatusTests {
         #expect(note.status == 0, "\(note.stderr)")
         #expect(note.stdout.contains("\(path): valid\n\(path): note: imagentd will start unconfigured: no endpoints"))
     }
+
+    @Test func aReloadThatMovesTheLink_losesNothing_andDeliversEachMessageOnce() async throws {
+        try await withRealDaemon { daemon in
+            _ = try await daemon.waitForLink("connected")
+            let opened = try await daemon.imagent(["open", "-q", "echo"])
+            let session = opened.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            let lines = (1...300).map { "message \($0)" }
+            // The server stops reading: every message is in flight, none acknowledged, when the link moves.
+            #expect(await daemon.server.execute(line: "stall on").hasPrefix("ok"))
+            let sent = try await daemon.imagent(["send", session, "--lines"], stdin: lines.joined(separator: "\n") + "\n")
+            #expect(sent.status == 0, "\(sent.stderr)")
+            let before = try await daemon.imagent(["sessions", "--json"])
+            #expect(before.stdout.contains("\"acked_seq\":0"), "\(before.stdout)")
+            // The same server under another name: [server] endpoints changes, the link moves.
+            let port = daemon.server.address.split(separator: ":").last.map(String.init) ?? ""
+            let text = try String(contentsOfFile: daemon.configPath, encoding: .utf8)
+                .replacingOccurrences(of: daemon.server.address, with: "localhost:\(port)")
+            try text.write(toFile: daemon.configPath, atomically: true, encoding: .utf8)
+            let reload = try await daemon.imagent(["reload", "--json"])
+            #expect(reload.stdout.contains("\"applied_by_reconnect\":[\"server.endpoints\"]"), "\(reload.stdout) \(reload.stderr)")
+            #expect(await daemon.server.execute(line: "stall off").hasPrefix("ok"))
+            let status = try await daemon.waitForLink("connected")
+            let link = try #require(status["link"] as? [String: Any])
+            #expect(link["endpoint"] as? String == "localhost:\(port)")
+            #expect(link["reconnects"] as? Int == 1, "the reload's reconnect counts as one: \(link)")
+
+            let heard = try await daemon.imagent(["listen", session, "--count", "300", "--json"], stdin: nil)
+            #expect(heard.status == 0, "\(heard.stderr)")
+            let texts = heard.stdoutLines.compactMap { line in
+                (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["text"] as? String
+            }
+            #expect(texts == lines, "each message exactly once, in order")
+        }
+    }
 }

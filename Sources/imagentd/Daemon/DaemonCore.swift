@@ -28,6 +28,11 @@ final class DaemonCore: IPCRequestHandler {
     private(set) var unconfigured: String?
     /// Link reconfigurations run one after the other, in the order of the reloads that asked for them.
     private var relinking: Task<Void, Never>?
+    /// A reload replaced the link: the old one's closing steps do not change the status.
+    private var relinkPending = false
+    /// The replaced links' counts, so that reconnects and attempts keep counting up across reloads.
+    private var countOffset = (reconnects: 0, attempts: 0)
+    private var everConnected = false
     /// Recent link and session events for EVENTS (bounded).
     private var recentEvents = EventRing()
     private var clients: [UInt64: IPCClientConnection] = [:]
@@ -178,6 +183,10 @@ final class DaemonCore: IPCRequestHandler {
             onLinkStatus?(linkStatus)
         }
         if relink {
+            // The new link's first connect is a reconnect when the old one had been up.
+            countOffset = (linkStatus.reconnectCount + (everConnected ? 1 : 0), linkStatus.attempts)
+            everConnected = false
+            relinkPending = true
             let link = self.link
             let previous = relinking
             relinking = Task {
@@ -215,8 +224,14 @@ final class DaemonCore: IPCRequestHandler {
     func linkChanged(_ transition: LinkTransition) {
         // The engine has logged the transition with its reason; here it goes to systemd and WATCH.
         // While unconfigured, the old link's last steps (closing it) do not replace that state.
-        if unconfigured == nil {
+        // Until the new link's first step, transitions are the old link closing.
+        if relinkPending && transition.from == .stopped(.notStarted) { relinkPending = false }
+        let oldLinkClosing = relinkPending
+        if case .connected = transition.to { everConnected = true }
+        if unconfigured == nil && !oldLinkClosing {
             var status = transition.status
+            status.reconnectCount += countOffset.reconnects
+            status.attempts += countOffset.attempts
             status.phase = transition.to
             status.detail = status.sentence(now: .now)
             // The time of the last error is the time it first appeared.

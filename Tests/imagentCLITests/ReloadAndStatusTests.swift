@@ -59,6 +59,15 @@ struct ReloadAndStatusTests {
             let report = try JSONSerialization.jsonObject(with: Data(reload.stdout.utf8)) as? [String: Any]
             #expect(report?["applied"] as? [String] == ["limits.outbox_messages"])
             #expect(report?["needs_restart"] as? [String] == [])
+            // A link taken down by an administrator stays down through a reload that moves it.
+            let text = try String(contentsOfFile: daemon.configPath, encoding: .utf8)
+            try text.replacingOccurrences(of: "min_seconds = 1", with: "min_seconds = 2")
+                .write(toFile: daemon.configPath, atomically: true, encoding: .utf8)
+            #expect(try await daemon.imagent(["reload"]).stdoutLines.contains("applied by reconnecting the link: heartbeat"))
+            try await Task.sleep(for: .milliseconds(500))
+            _ = try await daemon.waitForLink("stopped", within: .seconds(2))
+            try text.write(toFile: daemon.configPath, atomically: true, encoding: .utf8)
+            #expect(try await daemon.imagent(["reload"]).status == 0)
             #expect(try await daemon.imagent(["send", session, "one"]).status == 0)
             #expect(try await daemon.imagent(["send", session, "two"]).status == 0)
             let full = try await daemon.imagent(["send", session, "three"])

@@ -189,9 +189,11 @@ final class DaemonCore: IPCRequestHandler {
             relinkPending = true
             let link = self.link
             let previous = relinking
+            // A link an administrator took down stays down (`imagent connect` brings it up).
+            let keepDown = linkStatus.phase == .stopped(.userDisconnected)
             relinking = Task {
                 await previous?.value
-                await link.reconfigure(prepared)
+                await link.reconfigure(prepared, keepDown: keepDown)
             }
         }
         let report = ReloadReport(applied: plan.changedLive, reconnect: relink ? plan.changedByReconnect : [],

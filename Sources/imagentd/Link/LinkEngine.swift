@@ -101,8 +101,9 @@ final class LinkEngine: Sendable {
     /// its sessions hear it is lost, and a new one starts with `prepared`
     /// (nil: none, the unconfigured state) — one reconnect, after which the
     /// sessions resume from what the server acknowledged, as after any
-    /// reconnect. Returns once the new link has started.
-    func reconfigure(_ prepared: Prepared?) async {
+    /// reconnect. Returns once the new link has started. `keepDown`: the
+    /// new link stays down until `userConnect`, as the old one was.
+    func reconfigure(_ prepared: Prepared?, keepDown: Bool = false) async {
         let current = self.current
         let loop = eventLoop
         let old = try? await loop.submit {
@@ -131,6 +132,7 @@ final class LinkEngine: Sendable {
             if now.started {
                 watcher?.start()
                 box.value.start()
+                if keepDown { box.value.userDisconnect() }
             }
         }.get()
     }

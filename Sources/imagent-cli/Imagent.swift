@@ -24,7 +24,7 @@ struct Imagent: AsyncParsableCommand {
         groupedSubcommands: [
             CommandGroup(name: "Queries", subcommands: [
                 StatusCommand.self, WaitOnlineCommand.self, SessionsCommand.self, MetricsCommand.self, WatchCommand.self,
-                EventsCommand.self, PingCommand.self,
+                EventsCommand.self, PingCommand.self, DoctorCommand.self,
             ]),
             CommandGroup(name: "Sessions", subcommands: [
                 OpenCommand.self, CloseCommand.self, SendCommand.self, ListenCommand.self,

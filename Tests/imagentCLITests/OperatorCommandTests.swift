@@ -97,4 +97,35 @@ struct OperatorCommandTests {
             #expect(bad.status == 1)
         }
     }
+
+    @Test func doctor_passesOnAHealthyLink_andSaysWhatToDoOtherwise() async throws {
+        try await withRealDaemon { daemon in
+            _ = try await daemon.waitForLink("connected")
+            let healthy = try await daemon.imagent(["doctor"])
+            #expect(healthy.status == 0, "\(healthy.stdout)\(healthy.stderr)")
+            let port = daemon.server.address.split(separator: ":").last.map(String.init) ?? ""
+            #expect(healthy.stdoutLines == [
+                "ok    socket: \(daemon.socketPath) accepts this user",
+                "ok    daemon: imagentd 0.1.0 answers",
+                "ok    configuration: endpoints and a token are set",
+                "ok    link: connected to \(daemon.server.address)",
+                "ok    dns 127.0.0.1: 127.0.0.1",
+                "ok    tcp 127.0.0.1 port \(port): reachable",
+            ])
+
+            // The server gone: the link and the TCP check fail, each with what to do.
+            try await daemon.server.stop()
+            _ = try await daemon.waitForLink("waiting")
+            let broken = try await daemon.imagent(["doctor"])
+            #expect(broken.status == 4)
+            #expect(broken.stdout.contains("FAIL  link: reconnecting in "), "\(broken.stdout)")
+            #expect(broken.stdout.contains("FAIL  tcp 127.0.0.1 port \(port): Connection refused; check the server"), "\(broken.stdout)")
+            #expect(broken.stderr == "imagent: 2 of 6 checks failed\n")
+        }
+        let directory = try FakeDaemon.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let absent = try await ImagentProcess.run(["--socket", directory + "/absent.sock", "doctor"])
+        #expect(absent.status == 2)
+        #expect(absent.stdout.hasPrefix("FAIL  socket: imagentd is not running"), "\(absent.stdout)")
+    }
 }

@@ -49,7 +49,7 @@ struct StatusCommand: AsyncParsableCommand {
             lastError += " (at \(HumanFormat.timestamp(milliseconds: at)))"
         }
         fields.add("last error", lastError)
-        fields.addUnknown(of: link, known: ["state", "detail", "next_step", "endpoint", "connected_since_ms", "uptime_s",
+        fields.addUnknown(of: link, known: ["state", "detail", "next_step", "endpoint", "endpoints", "connected_since_ms", "uptime_s",
                                             "rtt_ms", "heartbeat_s", "reconnects", "last_error", "last_error_ms",
                                             "unconfigured", "attempts"], prefix: "link")
 

@@ -323,6 +323,7 @@ final class DaemonCore: IPCRequestHandler {
         json.field("detail", linkStatus.sentence(now: monotonicNow))
         json.field("next_step", linkStatus.nextStep(now: monotonicNow))
         json.field("endpoint", linkStatus.endpoint)
+        json.raw("endpoints", "[" + configuration.server.endpoints.map(JSONWriter.quoted).joined(separator: ",") + "]")
         json.field("connected_since_ms", linkStatus.connectedSinceUnixMS)
         json.field("uptime_s", linkStatus.connectedSinceUnixMS.map { now >= $0 ? (now - $0) / 1000 : 0 })
         json.field("rtt_ms", linkStatus.smoothedRTT.map(\.milliseconds))

@@ -109,6 +109,7 @@ struct OperatorCommandTests {
                 "ok    daemon: imagentd 0.1.0 answers",
                 "ok    configuration: endpoints and a token are set",
                 "ok    link: connected to \(daemon.server.address)",
+                "ok    clock: within 0 s of the server's",
                 "ok    dns 127.0.0.1: 127.0.0.1",
                 "ok    tcp 127.0.0.1 port \(port): reachable",
             ])
@@ -120,7 +121,7 @@ struct OperatorCommandTests {
             #expect(broken.status == 4)
             #expect(broken.stdout.contains("FAIL  link: reconnecting in "), "\(broken.stdout)")
             #expect(broken.stdout.contains("FAIL  tcp 127.0.0.1 port \(port): Connection refused; check the server"), "\(broken.stdout)")
-            #expect(broken.stderr == "imagent: 2 of 6 checks failed\n")
+            #expect(broken.stderr == "imagent: 2 of 7 checks failed\n")
         }
         let directory = try FakeDaemon.makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }

@@ -5,7 +5,7 @@ import AgentIPC
 import ArgumentParser
 
 /// `imagent doctor`: checks, one line each, what the link needs from here —
-/// the socket, the daemon, its configuration, the link, and DNS and TCP to
+/// the socket, the daemon, its configuration, the link, the clock, and DNS and TCP to
 /// every configured endpoint — and says what to do about each failure.
 struct DoctorCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -63,6 +63,9 @@ struct DoctorCommand: AsyncParsableCommand {
             let next = link["next_step"]?.stringValue.map { "; \($0)" } ?? ""
             checks.append(Check(ok: false, name: "link", detail: sentence + next))
         }
+        if let offset = link["server_clock_offset_ms"]?.double {
+            checks.append(Self.clock(offsetMS: offset, rttMS: link["rtt_ms"]?.double ?? 0))
+        }
         for endpoint in (link["endpoints"]?.elements ?? []).compactMap(\.stringValue) {
             checks += Self.reach(endpoint)
         }
@@ -70,6 +73,19 @@ struct DoctorCommand: AsyncParsableCommand {
         if checks.contains(where: { !$0.ok }) {
             throw CLIFailure(message: "\(checks.filter { !$0.ok }.count) of \(checks.count) checks failed", status: .refused)
         }
+    }
+
+    /// This host's clock against the server's (LOGIN_OK's SERVER_TIME): tokens
+    /// and certificates are checked against the clock, so a skew of seconds matters.
+    static func clock(offsetMS: Double, rttMS: Double) -> Check {
+        let allowed = 2_000 + rttMS
+        // Tenths of a second: the measurement is no finer than a round trip.
+        let seconds = HumanFormat.decimal((abs(offsetMS) / 100).rounded() / 10)
+        guard abs(offsetMS) > allowed else {
+            return Check(ok: true, name: "clock", detail: "within \(seconds) s of the server's")
+        }
+        let direction = offsetMS > 0 ? "behind" : "ahead of"
+        return Check(ok: false, name: "clock", detail: "\(seconds) s \(direction) the server's; synchronise it (timedatectl, NTP)")
     }
 
     /// DNS, then TCP to each address, for one `host:port` (IPv6 literals in brackets).

@@ -332,6 +332,7 @@ final class DaemonCore: IPCRequestHandler {
         json.field("attempts", linkStatus.attempts)
         json.field("last_error", linkStatus.lastError.map(LinkStatus.plain))
         json.field("last_error_ms", linkStatus.lastErrorAtUnixMS)
+        json.field("server_clock_offset_ms", linkStatus.serverClockOffsetMS)
         json.field("unconfigured", linkStatus.unconfigured)
         json.endObject()
         json.beginObject("daemon")

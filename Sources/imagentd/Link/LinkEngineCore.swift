@@ -50,6 +50,8 @@ final class LinkEngineCore {
     private var establishedCount = 0
     private var attempts = 0
     private var lastError: String?
+    /// The server's clock minus ours at the last LOGIN_OK (ms), from its SERVER_TIME.
+    private var serverClockOffsetMS: Int64?
 
     // Outputs.
     weak var sessionDelegate: LinkSessionDelegate?
@@ -154,6 +156,7 @@ final class LinkEngineCore {
         status.reconnectCount = max(0, establishedCount - 1)
         status.attempts = attempts
         status.lastError = lastError
+        status.serverClockOffsetMS = serverClockOffsetMS
         return status
     }
 
@@ -200,6 +203,7 @@ final class LinkEngineCore {
                 current.limit.maxBody = configuration.maxFrame
             }
         case .loginOK(let ok):
+            serverClockOffsetMS = ok.serverTimeMS.map { Int64(clamping: $0) - Int64(clamping: unixMilliseconds()) }
             run(machine.loginOK(attempt, heartbeat: ok.heartbeatMS.map { .milliseconds(Int64($0)) }, now: now))
         case .loginFail(let fail):
             lastError = "LOGIN_FAIL \(fail.code)" + (fail.message.map { ": \($0)" } ?? "")

@@ -23,6 +23,8 @@ struct LinkStatus: Hashable, Sendable {
     var lastErrorAtUnixMS: UInt64?
     /// The phase the snapshot was taken in: the sentence reads the backoff deadline from it.
     var phase: LinkPhase
+    /// The server's clock minus this host's at the last LOGIN_OK, in ms (off by up to one RTT).
+    var serverClockOffsetMS: Int64?
     /// Set while the daemon has no endpoints or no usable token: what is missing and what to do.
     var unconfigured: String?
 

@@ -63,6 +63,9 @@ struct DoctorCommand: AsyncParsableCommand {
             let next = link["next_step"]?.stringValue.map { "; \($0)" } ?? ""
             checks.append(Check(ok: false, name: "link", detail: sentence + next))
         }
+        if let expires = link["server_certificate_expires_ms"]?.double {
+            checks.append(Self.certificate(expiresMS: expires, nowMS: Self.nowMilliseconds()))
+        }
         if let offset = link["server_clock_offset_ms"]?.double {
             checks.append(Self.clock(offsetMS: offset, rttMS: link["rtt_ms"]?.double ?? 0))
         }
@@ -86,6 +89,24 @@ struct DoctorCommand: AsyncParsableCommand {
         }
         let direction = offsetMS > 0 ? "behind" : "ahead of"
         return Check(ok: false, name: "clock", detail: "\(seconds) s \(direction) the server's; synchronise it (timedatectl, NTP)")
+    }
+
+    /// The server's TLS certificate of the last handshake: fails within 14 days of its expiry.
+    static func certificate(expiresMS: Double, nowMS: Double) -> Check {
+        let date = HumanFormat.timestamp(milliseconds: .number(HumanFormat.decimal(expiresMS.rounded())))
+        let days = Int(((expiresMS - nowMS) / 86_400_000).rounded(.down))
+        if expiresMS <= nowMS {
+            return Check(ok: false, name: "certificate", detail: "the server's certificate expired on \(date); tell the server's operator")
+        }
+        let detail = "the server's certificate expires on \(date), in \(days) days"
+        return days < 14 ? Check(ok: false, name: "certificate", detail: detail + "; tell the server's operator")
+            : Check(ok: true, name: "certificate", detail: detail)
+    }
+
+    static func nowMilliseconds() -> Double {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        return Double(spec.tv_sec) * 1000 + Double(spec.tv_nsec) / 1e6
     }
 
     /// DNS, then TCP to each address, for one `host:port` (IPv6 literals in brackets).

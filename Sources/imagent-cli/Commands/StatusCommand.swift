@@ -51,7 +51,8 @@ struct StatusCommand: AsyncParsableCommand {
         fields.add("last error", lastError)
         fields.addUnknown(of: link, known: ["state", "detail", "next_step", "endpoint", "endpoints", "connected_since_ms", "uptime_s",
                                             "rtt_ms", "heartbeat_s", "reconnects", "last_error", "last_error_ms",
-                                            "unconfigured", "attempts", "server_clock_offset_ms"], prefix: "link")
+                                            "unconfigured", "attempts", "server_clock_offset_ms",
+                                            "server_certificate_expires_ms"], prefix: "link")
 
         fields.add("daemon", "imagentd \(daemon["version"].displayText), pid \(daemon["pid"].displayText), "
             + "up \(HumanFormat.duration(seconds: daemon["uptime_s"]))"

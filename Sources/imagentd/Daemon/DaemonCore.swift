@@ -333,6 +333,7 @@ final class DaemonCore: IPCRequestHandler {
         json.field("last_error", linkStatus.lastError.map(LinkStatus.plain))
         json.field("last_error_ms", linkStatus.lastErrorAtUnixMS)
         json.field("server_clock_offset_ms", linkStatus.serverClockOffsetMS)
+        json.field("server_certificate_expires_ms", linkStatus.serverCertificateNotAfterUnixMS)
         json.field("unconfigured", linkStatus.unconfigured)
         json.endObject()
         json.beginObject("daemon")

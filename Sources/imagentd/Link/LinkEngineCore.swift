@@ -52,6 +52,8 @@ final class LinkEngineCore {
     private var lastError: String?
     /// The server's clock minus ours at the last LOGIN_OK (ms), from its SERVER_TIME.
     private var serverClockOffsetMS: Int64?
+    /// When the server's TLS certificate of the last handshake expires (Unix ms).
+    private var serverCertificateNotAfterUnixMS: UInt64?
 
     // Outputs.
     weak var sessionDelegate: LinkSessionDelegate?
@@ -157,6 +159,7 @@ final class LinkEngineCore {
         status.attempts = attempts
         status.lastError = lastError
         status.serverClockOffsetMS = serverClockOffsetMS
+        status.serverCertificateNotAfterUnixMS = serverCertificateNotAfterUnixMS
         return status
     }
 
@@ -235,8 +238,9 @@ final class LinkEngineCore {
         }
     }
 
-    func tlsHandshakeCompleted(on attempt: AttemptID, negotiatedProtocol: String?) {
+    func tlsHandshakeCompleted(on attempt: AttemptID, negotiatedProtocol: String?, certificateNotAfterUnixMS: UInt64? = nil) {
         guard let current = connection, current.attempt == attempt, !current.closing else { return }
+        serverCertificateNotAfterUnixMS = certificateNotAfterUnixMS
         // A server without ALPN says nothing; one that picked another
         // protocol is not an IMLink server.
         if let negotiatedProtocol, negotiatedProtocol != LinkTLS.alpn {

@@ -25,6 +25,8 @@ struct LinkStatus: Hashable, Sendable {
     var phase: LinkPhase
     /// The server's clock minus this host's at the last LOGIN_OK, in ms (off by up to one RTT).
     var serverClockOffsetMS: Int64?
+    /// When the server's TLS certificate (of the last handshake) expires, Unix ms.
+    var serverCertificateNotAfterUnixMS: UInt64?
     /// Set while the daemon has no endpoints or no usable token: what is missing and what to do.
     var unconfigured: String?
 

@@ -176,14 +176,12 @@ final class DaemonCore: IPCRequestHandler {
         logLevel.level = Logger.Level(configuration.logLevel)
         sessions.updateLimits(SessionLimits(configuration.limits))
 
-        let relink = !plan.changedByReconnect.isEmpty || (unconfigured != nil) != (missing != nil) || (unconfigured != nil && missing == nil)
-        unconfigured = missing
-        if let missing {
-            linkStatus = .unconfigured(missing)
-            onLinkStatus?(linkStatus)
-        }
+        // Link settings changed, or the link becomes possible or impossible: one reconnect.
+        let relink = !plan.changedByReconnect.isEmpty || (unconfigured != nil) != (missing != nil)
+        let counts = (reconnects: linkStatus.reconnectCount, attempts: linkStatus.attempts)
         if relink {
-            // The new link's first connect is a reconnect when the old one had been up.
+            // The counters keep counting up across the replaced link; its first connect is a
+            // reconnect when the old one had been up.
             countOffset = (linkStatus.reconnectCount + (everConnected ? 1 : 0), linkStatus.attempts)
             everConnected = false
             relinkPending = true
@@ -195,6 +193,14 @@ final class DaemonCore: IPCRequestHandler {
                 await previous?.value
                 await link.reconfigure(prepared, keepDown: keepDown)
             }
+        }
+        unconfigured = missing
+        if let missing {
+            var status = LinkStatus.unconfigured(missing)
+            status.reconnectCount = counts.reconnects
+            status.attempts = counts.attempts
+            linkStatus = status
+            onLinkStatus?(linkStatus)
         }
         let report = ReloadReport(applied: plan.changedLive, reconnect: relink ? plan.changedByReconnect : [],
                                   needsRestart: plan.needsRestart, unconfigured: missing)

@@ -70,15 +70,15 @@ enum DaemonRunner {
             throw error
         }
 
-        // Computed before the link starts, so that READY=1 is the first notification.
+        // READY=1 first (the socket serves clients whatever the link does), then the link's own STATUS= lines.
         let readyLine = try await loop.submit { core.value.systemdStatusLine }.get()
+        notifier.ready(status: unconfigured == nil ? "link starting; IPC on \(configuration.ipc.socket)" : readyLine)
         link.start()
         let watchdog = notifier.watchdogInterval.map { interval in
             loop.scheduleRepeatedTask(initialDelay: .zero, delay: TimeAmount(interval)) { _ in
                 notifier.watchdogPing()
             }
         }
-        notifier.ready(status: unconfigured == nil ? "link starting; IPC on \(configuration.ipc.socket)" : readyLine)
         logger.info("imagentd \(DaemonCore.version) started", metadata: ["socket": "\(configuration.ipc.socket)"])
 
         for await signal in signals {

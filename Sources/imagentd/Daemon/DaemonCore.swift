@@ -28,6 +28,8 @@ final class DaemonCore: IPCRequestHandler {
     private(set) var unconfigured: String?
     /// Link reconfigurations run one after the other, in the order of the reloads that asked for them.
     private var relinking: Task<Void, Never>?
+    /// The last reload's link reconfiguration, for shutdown to wait for.
+    var pendingRelink: Task<Void, Never>? { relinking }
     /// A reload replaced the link: the old one's closing steps do not change the status.
     private var relinkPending = false
     /// The replaced links' counts, so that reconnects and attempts keep counting up across reloads.

@@ -100,6 +100,8 @@ enum DaemonRunner {
         watchdog?.cancel()
         await server.stop()
         try? await loop.submit { core.value.closeAllClients() }.get()
+        // A reload's reconnect still under way finishes first, so that shutdown closes the link it made.
+        if let relink = try? await loop.submit({ core.value.pendingRelink }).get() { await relink.value }
         await link.shutdown()
         // Last: every commit already queued finishes before the file closes.
         try? await persistence.close().get()

@@ -123,6 +123,8 @@ final class LinkEngine: Sendable {
         let (box, watcher) = Self.makeParts(prepared, loop: loop, pool: pool, logger: logger)
         try? await loop.submit {
             let now = current.value
+            // A shutdown that began meanwhile wins: the new core is never started.
+            guard !now.shutDown else { return }
             now.box = box
             now.watcher = watcher
             now.configuration = prepared.configuration
@@ -171,9 +173,9 @@ final class LinkEngine: Sendable {
     /// the agent's side), stops the watcher and the thread pool. Returns once
     /// the socket is closed; every transition stream finishes.
     func shutdown() async {
-        await reconfigure(nil)
         let current = self.current
         try? await eventLoop.submit { current.value.shutDown = true }.get()
+        await reconfigure(nil)
         try? await pool.shutdownGracefully()
     }
 

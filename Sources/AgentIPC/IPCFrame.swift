@@ -39,6 +39,8 @@ public enum IPCMessage: Hashable, Sendable {
     case metrics(NoRecords)
     /// Subscribes the connection to EVENT frames until it disconnects.
     case watch(NoRecords)
+    /// The daemon's recent link and session events, as RESULT JSON.
+    case events(NoRecords)
     case connect(NoRecords)
     /// The link stays down until CONNECT.
     case disconnect(NoRecords)
@@ -79,6 +81,7 @@ public enum IPCMessage: Hashable, Sendable {
         case .sessions: .sessions
         case .metrics: .metrics
         case .watch: .watch
+        case .events: .events
         case .connect: .connect
         case .disconnect: .disconnect
         case .reconnect: .reconnect

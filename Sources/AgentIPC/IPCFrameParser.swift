@@ -71,6 +71,7 @@ public enum IPCFrameParser {
         case .sessions: return .sessions(.init(extensions: ext))
         case .metrics: return .metrics(.init(extensions: ext))
         case .watch: return .watch(.init(extensions: ext))
+        case .events: return .events(.init(extensions: ext))
         case .connect: return .connect(.init(extensions: ext))
         case .disconnect: return .disconnect(.init(extensions: ext))
         case .reconnect: return .reconnect(.init(extensions: ext))

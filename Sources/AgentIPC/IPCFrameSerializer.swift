@@ -60,7 +60,7 @@ extension IPCMessage {
             extensions(m.extensions)
             integer(.session, m.session)
             integer(.seq, m.seq)
-        case .status(let m), .sessions(let m), .metrics(let m), .watch(let m), .connect(let m),
+        case .status(let m), .sessions(let m), .metrics(let m), .watch(let m), .events(let m), .connect(let m),
              .disconnect(let m), .reconnect(let m), .reload(let m), .ping(let m), .ok(let m), .pong(let m):
             extensions(m.extensions)
         case .welcome(let m):

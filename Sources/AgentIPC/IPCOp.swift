@@ -16,6 +16,7 @@ public enum IPCOp: UInt16, Hashable, Sendable, CaseIterable, CustomStringConvert
     case sessions = 0x0011
     case metrics = 0x0012
     case watch = 0x0013
+    case events = 0x0014
     case connect = 0x0020
     case disconnect = 0x0021
     case reconnect = 0x0022
@@ -49,7 +50,7 @@ public enum IPCOp: UInt16, Hashable, Sendable, CaseIterable, CustomStringConvert
 
     public var direction: Direction {
         switch self {
-        case .hello, .open, .close, .detach, .send, .ack, .status, .sessions, .metrics, .watch,
+        case .hello, .open, .close, .detach, .send, .ack, .status, .sessions, .metrics, .watch, .events,
              .connect, .disconnect, .reconnect, .reload, .ping:
             .request
         case .ok, .welcome, .opened, .accepted, .result, .pong, .error:
@@ -69,7 +70,7 @@ public enum IPCOp: UInt16, Hashable, Sendable, CaseIterable, CustomStringConvert
         case .close, .detach: [.session]
         case .send: [.session, .payload, .ttlMS]
         case .ack, .accepted, .acked: [.session, .seq]
-        case .status, .sessions, .metrics, .watch, .connect, .disconnect, .reconnect, .reload, .ping,
+        case .status, .sessions, .metrics, .watch, .events, .connect, .disconnect, .reconnect, .reload, .ping,
              .ok, .pong:
             []
         case .welcome: [.ipcVersion, .daemonVersion, .maxPayload, .linkState]
@@ -96,6 +97,7 @@ public enum IPCOp: UInt16, Hashable, Sendable, CaseIterable, CustomStringConvert
         case .sessions: "SESSIONS"
         case .metrics: "METRICS"
         case .watch: "WATCH"
+        case .events: "EVENTS"
         case .connect: "CONNECT"
         case .disconnect: "DISCONNECT"
         case .reconnect: "RECONNECT"

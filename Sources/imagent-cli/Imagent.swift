@@ -23,7 +23,8 @@ struct Imagent: AsyncParsableCommand {
         version: "0.1.0",
         groupedSubcommands: [
             CommandGroup(name: "Queries", subcommands: [
-                StatusCommand.self, SessionsCommand.self, MetricsCommand.self, WatchCommand.self, PingCommand.self,
+                StatusCommand.self, WaitOnlineCommand.self, SessionsCommand.self, MetricsCommand.self, WatchCommand.self,
+                EventsCommand.self, PingCommand.self, DoctorCommand.self,
             ]),
             CommandGroup(name: "Sessions", subcommands: [
                 OpenCommand.self, CloseCommand.self, SendCommand.self, ListenCommand.self,

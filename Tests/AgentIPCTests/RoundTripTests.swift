@@ -24,6 +24,7 @@ import Testing
         case .sessions: .sessions(.init(extensions: ext))
         case .metrics: .metrics(.init(extensions: ext))
         case .watch: .watch(.init(extensions: ext))
+        case .events: .events(.init(extensions: ext))
         case .connect: .connect(.init(extensions: ext))
         case .disconnect: .disconnect(.init(extensions: ext))
         case .reconnect: .reconnect(.init(extensions: ext))
@@ -84,7 +85,7 @@ import Testing
     }
 
     @Test func opsSortIntoRequestsRepliesAndEvents() {
-        #expect(IPCOp.allCases.filter { $0.direction == .request }.count == 15)
+        #expect(IPCOp.allCases.filter { $0.direction == .request }.count == 16)
         #expect(IPCOp.allCases.filter { $0.direction == .reply }.count == 7)
         #expect(IPCOp.allCases.filter { $0.direction == .event }.count == 6)
         #expect(IPCOp.error.direction == .reply, "ERROR answers a request even though section 5 lists it")

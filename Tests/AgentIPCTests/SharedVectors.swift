@@ -94,7 +94,7 @@ extension IPCMessage {
         case .ack(let m), .accepted(let m), .acked(let m):
             set(.session, FieldValue(m.session))
             set(.seq, FieldValue(m.seq))
-        case .status, .sessions, .metrics, .watch, .connect, .disconnect, .reconnect, .reload, .ping, .ok, .pong:
+        case .status, .sessions, .metrics, .watch, .events, .connect, .disconnect, .reconnect, .reload, .ping, .ok, .pong:
             break
         case .welcome(let m):
             set(.ipcVersion, FieldValue(m.ipcVersion))

@@ -48,3 +48,23 @@ import Testing
         ])
     }
 }
+
+@Suite struct DoctorCheckTests {
+    @Test func clock_failsBeyondTwoSecondsPlusTheRoundTrip_andSaysWhichWay() {
+        #expect(DoctorCommand.clock(offsetMS: 1_500, rttMS: 10).line == "ok    clock: within 1.5 s of the server's")
+        #expect(DoctorCommand.clock(offsetMS: 90_000, rttMS: 10).line
+            == "FAIL  clock: 90 s behind the server's; synchronise it (timedatectl, NTP)")
+        #expect(DoctorCommand.clock(offsetMS: -2_500, rttMS: 100).line
+            == "FAIL  clock: 2.5 s ahead of the server's; synchronise it (timedatectl, NTP)")
+        #expect(DoctorCommand.split("[::1]:7443")! == ("::1", "7443"))
+        #expect(DoctorCommand.split("im.example.net:7443")! == ("im.example.net", "7443"))
+        #expect(DoctorCommand.split("nohost") == nil)
+        let day = 86_400_000.0
+        #expect(DoctorCommand.certificate(expiresMS: 100 * day, nowMS: 10 * day).line
+            == "ok    certificate: the server's certificate expires on 1970-04-11 00:00:00 UTC, in 90 days")
+        #expect(DoctorCommand.certificate(expiresMS: 100 * day, nowMS: 95 * day).line
+            == "FAIL  certificate: the server's certificate expires on 1970-04-11 00:00:00 UTC, in 5 days; tell the server's operator")
+        #expect(DoctorCommand.certificate(expiresMS: 100 * day, nowMS: 101 * day).line
+            == "FAIL  certificate: the server's certificate expired on 1970-04-11 00:00:00 UTC; tell the server's operator")
+    }
+}

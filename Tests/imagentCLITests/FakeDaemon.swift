@@ -188,6 +188,8 @@ extension FakeDaemon {
                     context.write(wrapOutboundOut(.event(.event(.init(json: event)))), promise: nil)
                 }
                 context.flush()
+            case .events:
+                reply(.result(.init(json: #"{"events":[]}"#)), to: frame, context: context)
             case .connect, .disconnect, .reconnect, .reload:
                 reply(.ok(.init()), to: frame, context: context)
             case .open(let open):

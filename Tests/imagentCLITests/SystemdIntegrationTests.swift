@@ -56,6 +56,50 @@ struct SystemdIntegrationTests {
     }
 }
 
+extension SystemdIntegrationTests {
+    /// After SIGHUP, STATUS= follows the link again, whether the reload worked or not.
+    @Test func afterAReload_evenAFailedOne_statusFollowsTheLinkAgain() async throws {
+        let setup = try await RealDaemon.prepare()
+        defer { try? FileManager.default.removeItem(atPath: setup.directory) }
+        let notifications = try NotificationSocket(path: setup.directory + "/notify")
+        defer { notifications.close() }
+        let listener = try listeningUnixSocket(at: setup.socketPath)
+        let pid = try spawn(["/bin/sh", "-c", "export LISTEN_PID=$$ LISTEN_FDS=1; exec \"$0\" --config \"$1\"",
+                             RealDaemon.binary.path, setup.configPath],
+                            environment: ["NOTIFY_SOCKET": notifications.path, "SWIFT_BACKTRACE": "enable=no"],
+                            passing: listener)
+        Glibc.close(listener)
+        defer {
+            kill(pid, SIGKILL)
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
+        }
+        func collect(for duration: Duration, until done: ([String]) -> Bool) -> [String] {
+            var messages: [String] = []
+            let until = ContinuousClock.now + duration
+            while ContinuousClock.now < until, !done(messages) {
+                if let message = notifications.receive(), message != "WATCHDOG=1" { messages.append(message) }
+            }
+            return messages
+        }
+        let connected = "STATUS=connected to \(setup.server.address)"
+        let started = collect(for: .seconds(10)) { $0.contains { $0.contains(connected) } }
+        #expect(started.contains { $0.contains(connected) }, "\(started)")
+
+        for text in ["[log]\nlevel = \"debug\"\n", "[server]\nendpoints = [\"broken\"]\n"] {
+            let original = try String(contentsOfFile: setup.configPath, encoding: .utf8)
+            try (text.hasPrefix("[server]") ? text : original + text).write(toFile: setup.configPath, atomically: true, encoding: .utf8)
+            kill(pid, SIGHUP)
+            let reloaded = collect(for: .seconds(5)) { $0.contains { $0.contains("READY=1") } }
+            #expect(reloaded.first?.hasPrefix("RELOADING=1") == true, "\(reloaded)")
+            let ready = reloaded.first { $0.contains("READY=1") }
+            #expect(ready?.contains(connected) == true, "after SIGHUP with \(text): \(reloaded)")
+            #expect(!reloaded.contains { $0.contains("configuration reloaded") })
+        }
+        try await setup.server.stop()
+    }
+}
+
 /// A bound datagram socket that receives sd_notify messages.
 private final class NotificationSocket {
     let path: String

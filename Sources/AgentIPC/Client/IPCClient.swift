@@ -184,6 +184,9 @@ public final class IPCClient: Sendable {
     /// Counters and gauges, as JSON text.
     public func metrics() async throws -> String { try await result(.metrics(.init())) }
 
+    /// The daemon's recent link and session events (a bounded ring), as JSON text.
+    public func events() async throws -> String { try await result(.events(.init())) }
+
     /// Subscribes to the daemon's EVENT stream; they arrive on `events` as
     /// `.watch` until the client is closed.
     @discardableResult
@@ -207,8 +210,18 @@ public final class IPCClient: Sendable {
     public func disconnectLink() async throws { try await expectOK(.disconnect(.init())) }
     /// Admin: drop the link and connect again at once.
     public func reconnectLink() async throws { try await expectOK(.reconnect(.init())) }
-    /// Admin: re-read the daemon's configuration.
-    public func reload() async throws { try await expectOK(.reload(.init())) }
+    /// Admin: re-read the daemon's configuration. Returns the daemon's report
+    /// (RESULT: what was applied, what needs a restart), or nil from a daemon
+    /// that answers a bare OK.
+    @discardableResult
+    public func reload() async throws -> String? {
+        let reply = try await request(.reload(.init()))
+        switch reply {
+        case .ok: return nil
+        case .result(let document): return document.json
+        default: throw IPCClientError.unexpectedReply(op: .reload, reply: reply.op)
+        }
+    }
 
     /// Closes the connection: pending requests fail with `.closed`, `events`
     /// ends without error, and the daemon detaches this client's sessions

@@ -25,7 +25,7 @@ public enum IPCEvent: Hashable, Sendable {
         case .linkState(let change): self = .linkState(change)
         case .event(let document): self = .watch(document)
         case .error(let reply): self = .error(reply)
-        case .hello, .open, .close, .detach, .send, .ack, .status, .sessions, .metrics, .watch, .connect,
+        case .hello, .open, .close, .detach, .send, .ack, .status, .sessions, .metrics, .watch, .events, .connect,
              .disconnect, .reconnect, .reload, .ping, .ok, .welcome, .opened, .accepted, .result, .pong:
             return nil
         }

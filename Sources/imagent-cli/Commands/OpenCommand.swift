@@ -40,7 +40,11 @@ struct OpenCommand: AsyncParsableCommand {
           help: "Drop inbound messages that arrive while no client is attached, instead of keeping them.")
     var notDurable = false
 
+    @Flag(name: [.customShort("q"), .long], help: "Print only the session's id (for scripts: ID=$(imagent open -q chat)).")
+    var quiet = false
+
     func validate() throws {
+        if quiet && options.json { throw ValidationError("give either -q (the id only) or --json, not both") }
         switch (service, session) {
         case (nil, nil):
             throw ValidationError("name a SERVICE to open a new session, or give --session ID to attach to one")
@@ -67,7 +71,9 @@ struct OpenCommand: AsyncParsableCommand {
                                       durable: !notDurable)
             }
         }
-        if options.json {
+        if quiet {
+            Output.line("\(opened.session)")
+        } else if options.json {
             Output.json(.object([
                 "session": .integer(opened.session),
                 "state": .string(opened.sessionState.description),

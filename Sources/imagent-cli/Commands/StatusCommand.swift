@@ -26,9 +26,14 @@ struct StatusCommand: AsyncParsableCommand {
         let link = status["link"], daemon = status["daemon"], sessions = status["sessions"]
         var fields = FieldList()
 
-        // "detail" says where a connect attempt stands ("resolving", "TLS", …).
+        // "detail" is the daemon's sentence for the state ("reconnecting in 4 s (connection refused)");
+        // an older daemon's detail only says where a connect attempt stands ("resolving").
+        let state = link["state"].displayText
         let detail = link["detail"].flatMap { $0 == .null ? nil : $0.displayText }
-        fields.add("link", link["state"].displayText + (detail.map { " (\($0))" } ?? ""))
+        fields.add("link", detail.map { sentence in
+            sentence.hasPrefix(state) || ["waiting", "stopped", "unconfigured"].contains(state) ? sentence : "\(state) (\(sentence))"
+        } ?? state)
+        if let next = link["next_step"], next != .null { fields.add("next", next.displayText) }
         fields.add("server", link["endpoint"].displayText)
         if let since = link["connected_since_ms"], since != .null {
             fields.add("connected", "since \(HumanFormat.timestamp(milliseconds: since)), "
@@ -37,23 +42,39 @@ struct StatusCommand: AsyncParsableCommand {
             fields.add("connected", "-")
         }
         fields.add("rtt", HumanFormat.quantity(link["rtt_ms"], unit: "ms"))
-        fields.add("heartbeat", link["heartbeat_s"].map { "every " + HumanFormat.quantity($0, unit: "s") } ?? "-")
+        fields.add("heartbeat", link["heartbeat_s"].flatMap { $0 == .null ? nil : "every " + HumanFormat.quantity($0, unit: "s") } ?? "-")
         fields.add("reconnects", link["reconnects"].displayText)
-        fields.add("last error", link["last_error"].displayText)
-        fields.addUnknown(of: link, known: ["state", "detail", "endpoint", "connected_since_ms", "uptime_s", "rtt_ms",
-                                            "heartbeat_s", "reconnects", "last_error"], prefix: "link")
+        var lastError = link["last_error"].displayText
+        if let at = link["last_error_ms"], at != .null, lastError != "-" {
+            lastError += " (at \(HumanFormat.timestamp(milliseconds: at)))"
+        }
+        fields.add("last error", lastError)
+        fields.addUnknown(of: link, known: ["state", "detail", "next_step", "endpoint", "endpoints", "connected_since_ms", "uptime_s",
+                                            "rtt_ms", "heartbeat_s", "reconnects", "last_error", "last_error_ms",
+                                            "unconfigured", "attempts", "server_clock_offset_ms",
+                                            "server_certificate_expires_ms"], prefix: "link")
 
         fields.add("daemon", "imagentd \(daemon["version"].displayText), pid \(daemon["pid"].displayText), "
-            + "up \(HumanFormat.duration(seconds: daemon["uptime_s"]))")
-        fields.addUnknown(of: daemon, known: ["version", "pid", "uptime_s"], prefix: "daemon")
+            + "up \(HumanFormat.duration(seconds: daemon["uptime_s"]))"
+            + (daemon["clients"].map { ", clients \($0.displayText)" } ?? ""))
+        fields.addUnknown(of: daemon, known: ["version", "pid", "uptime_s", "clients"], prefix: "daemon")
 
         fields.add("sessions", sessions["count"].displayText)
         fields.add("outbox", "\(sessions["outbox"].displayText) messages waiting for the server")
         fields.add("inbox", "\(sessions["inbox"].displayText) messages waiting for clients")
         fields.addUnknown(of: sessions, known: ["count", "outbox", "inbox"], prefix: "sessions")
 
-        for member in status.members ?? [] where !["link", "daemon", "sessions"].contains(member.key) {
-            fields.add(member.key, member.value.displayText)
+        if let store = status["store"] {
+            fields.add("store", "\(store["path"].displayText), \(HumanFormat.bytes(store["db_bytes"])) "
+                + "(write-ahead log \(HumanFormat.bytes(store["wal_bytes"])))")
+            fields.addUnknown(of: store, known: ["path", "db_bytes", "wal_bytes"], prefix: "store")
+        }
+        for member in status.members ?? [] where !["link", "daemon", "sessions", "store"].contains(member.key) {
+            if member.value.members != nil {
+                fields.addUnknown(of: member.value, known: [], prefix: member.key)
+            } else {
+                fields.add(member.key, member.value.displayText)
+            }
         }
         return fields.lines
     }

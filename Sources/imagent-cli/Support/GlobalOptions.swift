@@ -17,17 +17,21 @@ struct GlobalOptions: ParsableArguments {
 
     @Option(
         name: .long,
-        help: ArgumentHelp("Seconds to wait for each answer from imagentd; 0 waits forever.", valueName: "seconds"))
-    var timeout: Double = 10
+        help: ArgumentHelp("Seconds to wait for each answer from imagentd (default 10; for wait-online: for the link, "
+                               + "default 30); 0 waits forever.", valueName: "seconds"))
+    var timeout: Double?
 
     func validate() throws {
-        guard timeout >= 0, timeout.isFinite else {
+        if let timeout, !(timeout >= 0 && timeout.isFinite) {
             throw ValidationError("--timeout must be a number of seconds, 0 or more")
         }
     }
 
+    /// `--timeout` as given, else 10 seconds: how long each answer may take.
+    var answerSeconds: Double { timeout ?? 10 }
+
     var requestTimeout: Duration? {
-        timeout == 0 ? nil : .milliseconds(Int64((timeout * 1000).rounded(.up)))
+        answerSeconds == 0 ? nil : .milliseconds(Int64((answerSeconds * 1000).rounded(.up)))
     }
 
     /// Connects and says HELLO; the client's name tells the daemon's log

@@ -25,6 +25,19 @@ enum HumanFormat {
         return "\(decimal(number)) \(unit)"
     }
 
+    /// A size in bytes as "512 B", "1.5 KiB", "12.3 MiB".
+    static func bytes(_ value: JSONValue?) -> String {
+        guard let value else { return "-" }
+        guard let count = value.double, count >= 0 else { return value.displayText }
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        var size = count, unit = 0
+        while size >= 1024, unit < units.count - 1 {
+            size /= 1024
+            unit += 1
+        }
+        return unit == 0 ? "\(Int(size)) B" : "\(decimal((size * 10).rounded() / 10)) \(units[unit])"
+    }
+
     /// At most three decimals, without trailing zeros: 12.5, 0.042, 30.
     static func decimal(_ number: Double) -> String {
         let thousandths = (number * 1000).rounded()

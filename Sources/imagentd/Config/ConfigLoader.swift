@@ -275,3 +275,11 @@ func endpointProblem(_ text: String) -> String? {
     guard let number = UInt16(port), number > 0 else { return "\"\(text)\" has no valid port (1–65535)" }
     return nil
 }
+
+extension ConfigLoader {
+    /// Every key the loader accepts, as `table.key` (`server.tls` is also the
+    /// boolean shorthand): the test that imagentd.toml(5) matches the code reads it.
+    static var acceptedKeys: [String] {
+        Reader.schema.flatMap { table in table.keys.map { "\(table.table).\($0.0)" } }
+    }
+}

@@ -67,7 +67,8 @@ struct DaemonArguments: Equatable {
 
         OPTIONS:
           --config <file>         Run with this configuration file. (default: /etc/imagent/imagentd.toml)
-          --check-config <file>   Validate this configuration file and exit: 0 when valid, 1 with file:line errors.
+          --check-config <file>   Check this configuration file and what it names (readable files, the store
+                                  directory, groups) and exit: 0 when valid, 78 with file:line errors.
           --dev                   Development mode: no configuration file, an embedded loopback reference server.
           --dev-dir <dir>         Folder for development mode's state, token and socket. (default: .dev)
           --version               Show the version.

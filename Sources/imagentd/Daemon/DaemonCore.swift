@@ -22,6 +22,21 @@ final class DaemonCore: IPCRequestHandler {
     private let startedAt = WallClock.nowMS()
     /// Re-reads the configuration file; nil in development mode (no file).
     private let reloadConfiguration: (() throws -> DaemonConfiguration)?
+    /// The file `reloadConfiguration` reads, for messages that say where to fix things.
+    private let configPath: String
+    /// What the link lacks (endpoints, a usable token) while the daemon runs unconfigured; nil: configured.
+    private(set) var unconfigured: String?
+    /// Link reconfigurations run one after the other, in the order of the reloads that asked for them.
+    private var relinking: Task<Void, Never>?
+    /// The last reload's link reconfiguration, for shutdown to wait for.
+    var pendingRelink: Task<Void, Never>? { relinking }
+    /// A reload replaced the link: the old one's closing steps do not change the status.
+    private var relinkPending = false
+    /// The replaced links' counts, so that reconnects and attempts keep counting up across reloads.
+    private var countOffset = (reconnects: 0, attempts: 0)
+    private var everConnected = false
+    /// Recent link and session events for EVENTS (bounded).
+    private var recentEvents = EventRing()
     private var clients: [UInt64: IPCClientConnection] = [:]
     private var linkStatus: LinkStatus
     /// The LINK_STATE clients last heard: only a change is sent.
@@ -35,15 +50,18 @@ final class DaemonCore: IPCRequestHandler {
     var onLimitsChanged: ((DaemonConfiguration.Limits) -> Void)?
 
     init(configuration: DaemonConfiguration, link: LinkEngine, sessions: SessionService, loop: EventLoop, logger: Logger,
-         logLevel: LiveLogLevel, reloadConfiguration: (() throws -> DaemonConfiguration)?) {
+         logLevel: LiveLogLevel, reloadConfiguration: (() throws -> DaemonConfiguration)?,
+         configPath: String = "the configuration file", unconfigured: String? = nil) {
         self.configuration = configuration
+        self.configPath = configPath
+        self.unconfigured = unconfigured
         self.sessions = sessions
         self.logLevel = logLevel
         self.link = link
         self.loop = loop
         self.logger = logger
         self.reloadConfiguration = reloadConfiguration
-        self.linkStatus = LinkStatus(phase: .stopped(.notStarted))
+        self.linkStatus = unconfigured.map(LinkStatus.unconfigured) ?? LinkStatus(phase: .stopped(.notStarted))
         self.metrics = DaemonMetrics(version: Self.version, startedAtUnixMS: UInt64(WallClock.nowMS()))
         sessions.onSessionChange = { [unowned self] change in self.sessionChanged(change) }
     }
@@ -99,6 +117,9 @@ final class DaemonCore: IPCRequestHandler {
         case .watch:
             client.watching = true
             client.reply(to: request, .ok(.init()))
+        case .events:
+            let visible = recentEvents.visible(to: client.peer.uid, isAdmin: client.isAdmin)
+            client.reply(to: request, .result(.init(json: #"{"events":["# + visible.map(\.json).joined(separator: ",") + "]}")))
         case .connect, .disconnect, .reconnect, .reload:
             guard client.isAdmin else {
                 let group = configuration.ipc.adminGroup
@@ -126,45 +147,119 @@ final class DaemonCore: IPCRequestHandler {
         case .disconnect: link.userDisconnect()
         case .reconnect: link.userReconnect()
         case .reload:
-            if let problem = reload() {
-                client.fail(request, .internal, problem)
-                return
+            switch reload() {
+            case .success(let report):
+                client.reply(to: request, .result(.init(json: report.json)))
+            case .failure(let failure):
+                client.fail(request, .internal, failure.description)
             }
+            return
         default:
             preconditionFailure("admin() handles CONNECT, DISCONNECT, RECONNECT and RELOAD only")
         }
         client.reply(to: request, .ok(.init()))
     }
 
-    /// Re-reads the configuration (SIGHUP or RELOAD). Returns what went wrong, or nil.
+    /// Re-reads the configuration (SIGHUP or RELOAD) and applies it: live
+    /// settings at once, link settings through one reconnect. A file with
+    /// problems changes nothing.
     @discardableResult
-    func reload() -> String? {
-        guard let reloadConfiguration else { return "development mode has no configuration file to reload" }
+    func reload() -> Result<ReloadReport, ReloadFailure> {
+        guard let reloadConfiguration else {
+            return .failure(ReloadFailure(description: "development mode has no configuration file to reload"))
+        }
+        let plan: ReloadPlan
+        let missing: String?
+        let prepared: LinkEngine.Prepared?
         do {
             let fresh = try reloadConfiguration()
-            let report = ReloadPlan(from: configuration, to: fresh)
-            configuration = report.applied
-            onLimitsChanged?(configuration.limits)
-            logLevel.level = Logger.Level(configuration.logLevel)
-            logger.notice("configuration reloaded", metadata: [
-                "applied": "\(report.changedLive.joined(separator: ","))",
-                "needs_restart": "\(report.needsRestart.joined(separator: ","))",
-            ])
-            return nil
+            plan = ReloadPlan(from: configuration, to: fresh)
+            missing = LinkReadiness.problem(plan.applied, configPath: configPath)
+            // TLS files are loaded here, before anything changes: a bad one fails the reload.
+            prepared = missing == nil ? try LinkEngine.prepare(LinkConfiguration(plan.applied)) : nil
         } catch {
             logger.error("configuration not reloaded; keeping the running one", metadata: ["problems": "\(error)"])
-            return "configuration not reloaded: \(error)"
+            return .failure(ReloadFailure(description: "configuration not reloaded: \(error)"))
         }
+        configuration = plan.applied
+        logLevel.level = Logger.Level(configuration.logLevel)
+        sessions.updateLimits(SessionLimits(configuration))
+        onLimitsChanged?(configuration.limits)
+
+        // Link settings changed, or the link becomes possible or impossible: one reconnect.
+        let relink = !plan.changedByReconnect.isEmpty || (unconfigured != nil) != (missing != nil)
+        let counts = (reconnects: linkStatus.reconnectCount, attempts: linkStatus.attempts)
+        if relink {
+            // The counters keep counting up across the replaced link; its first connect is a
+            // reconnect when the old one had been up.
+            countOffset = (linkStatus.reconnectCount + (everConnected ? 1 : 0), linkStatus.attempts)
+            everConnected = false
+            relinkPending = true
+            let link = self.link
+            let previous = relinking
+            // A link an administrator took down stays down (`imagent connect` brings it up).
+            let keepDown = linkStatus.phase == .stopped(.userDisconnected)
+            relinking = Task {
+                await previous?.value
+                await link.reconfigure(prepared, keepDown: keepDown)
+            }
+        }
+        unconfigured = missing
+        if let missing {
+            var status = LinkStatus.unconfigured(missing)
+            status.reconnectCount = counts.reconnects
+            status.attempts = counts.attempts
+            linkStatus = status
+            onLinkStatus?(linkStatus)
+        }
+        let report = ReloadReport(applied: plan.changedLive, reconnect: relink ? plan.changedByReconnect : [],
+                                  needsRestart: plan.needsRestart, unconfigured: missing)
+        var event = JSONWriter()
+        event.beginObject()
+        event.field("event", "reload")
+        event.field("time_ms", WallClock.nowMS())
+        event.raw("report", report.json)
+        event.endObject()
+        recentEvents.append(.init(timeMS: WallClock.nowMS(), owner: nil, json: event.text))
+        for client in clients.values.sorted(by: { $0.id < $1.id }) where client.watching {
+            client.send(event: .event(.init(json: event.text)))
+        }
+        logger.notice("configuration reloaded", metadata: [
+            "applied": "\(plan.changedLive.joined(separator: ","))",
+            "applied_by_reconnect": "\(report.reconnect.joined(separator: ","))",
+            "needs_restart": "\(plan.needsRestart.joined(separator: ","))",
+        ])
+        return .success(report)
+    }
+
+    /// The unit's STATUS= line: the link, as a sentence.
+    var systemdStatusLine: String {
+        linkStatus.systemdSentence(now: .now, wallNowMS: unixMilliseconds())
     }
 
     // MARK: link
 
     func linkChanged(_ transition: LinkTransition) {
         // The engine has logged the transition with its reason; here it goes to systemd and WATCH.
-        linkStatus = transition.status
-        onLinkStatus?(transition.status)
+        // While unconfigured, the old link's last steps (closing it) do not replace that state.
+        // Until the new link's first step, transitions are the old link closing.
+        if relinkPending && transition.from == .stopped(.notStarted) { relinkPending = false }
+        let oldLinkClosing = relinkPending
+        if case .connected = transition.to { everConnected = true }
+        if unconfigured == nil && !oldLinkClosing {
+            var status = transition.status
+            status.reconnectCount += countOffset.reconnects
+            status.attempts += countOffset.attempts
+            status.phase = transition.to
+            status.detail = status.sentence(now: .now)
+            // The time of the last error is the time it first appeared.
+            status.lastErrorAtUnixMS = status.lastError == nil ? nil
+                : (status.lastError == linkStatus.lastError ? linkStatus.lastErrorAtUnixMS : WallClock.nowMS())
+            linkStatus = status
+            onLinkStatus?(status)
+        }
         timeStages(transition.to)
-        let state = transition.status.ipcLinkState
+        let state = linkStatus.ipcLinkState
         if state != reportedLinkState {
             reportedLinkState = state
             sessions.linkStateChanged(state)
@@ -174,9 +269,10 @@ final class DaemonCore: IPCRequestHandler {
         event.field("event", "link")
         event.field("time_ms", WallClock.nowMS())
         event.field("state", transition.status.state)
-        event.field("detail", transition.status.detail)
+        event.field("detail", transition.status.sentence(now: .now))
         event.field("reason", transition.reason)
         event.endObject()
+        recentEvents.append(.init(timeMS: WallClock.nowMS(), owner: nil, json: event.text))
         for client in clients.values where client.watching {
             client.send(event: .event(.init(json: event.text)))
         }
@@ -219,6 +315,7 @@ final class DaemonCore: IPCRequestHandler {
         event.field("state", change.state.description)
         event.field("reason", change.reason)
         event.endObject()
+        recentEvents.append(.init(timeMS: WallClock.nowMS(), owner: change.owner, json: event.text))
         for client in watchers.sorted(by: { $0.id < $1.id }) {
             client.send(event: .event(.init(json: event.text)))
         }
@@ -241,16 +338,23 @@ final class DaemonCore: IPCRequestHandler {
         var json = JSONWriter()
         json.beginObject()
         json.beginObject("link")
+        let monotonicNow = MonotonicInstant.now
         json.field("state", linkStatus.state)
-        json.field("detail", linkStatus.detail)
+        json.field("detail", linkStatus.sentence(now: monotonicNow))
+        json.field("next_step", linkStatus.nextStep(now: monotonicNow))
         json.field("endpoint", linkStatus.endpoint)
+        json.raw("endpoints", "[" + configuration.server.endpoints.map(JSONWriter.quoted).joined(separator: ",") + "]")
         json.field("connected_since_ms", linkStatus.connectedSinceUnixMS)
         json.field("uptime_s", linkStatus.connectedSinceUnixMS.map { now >= $0 ? (now - $0) / 1000 : 0 })
         json.field("rtt_ms", linkStatus.smoothedRTT.map(\.milliseconds))
         json.field("heartbeat_s", linkStatus.heartbeatInterval.map(\.seconds))
         json.field("reconnects", linkStatus.reconnectCount)
         json.field("attempts", linkStatus.attempts)
-        json.field("last_error", linkStatus.lastError)
+        json.field("last_error", linkStatus.lastError.map(LinkStatus.plain))
+        json.field("last_error_ms", linkStatus.lastErrorAtUnixMS)
+        json.field("server_clock_offset_ms", linkStatus.serverClockOffsetMS)
+        json.field("server_certificate_expires_ms", linkStatus.serverCertificateNotAfterUnixMS)
+        json.field("unconfigured", linkStatus.unconfigured)
         json.endObject()
         json.beginObject("daemon")
         json.field("version", Self.version)
@@ -308,7 +412,7 @@ final class DaemonCore: IPCRequestHandler {
         let queue = sessions.queueBytes
         return MetricsSnapshot(
             linkUp: linkStatus.state == "connected", connectAttempts: linkStatus.attempts, reconnects: linkStatus.reconnectCount,
-            traffic: link.traffic, rtt: linkStatus.smoothedRTT, heartbeatInterval: linkStatus.heartbeatInterval, ipcClients: clients.count,
+            traffic: link.trafficCounts, rtt: linkStatus.smoothedRTT, heartbeatInterval: linkStatus.heartbeatInterval, ipcClients: clients.count,
             sessions: counts.sessions, outboxMessages: counts.outbox, inboxMessages: counts.inbox,
             outboxBytes: queue.outbox, windowBytes: queue.memory, messagesExpired: sessions.expiredTotal,
             storeFailures: sessions.storeFailuresTotal, storeDatabaseBytes: files.database, storeWALBytes: files.wal)

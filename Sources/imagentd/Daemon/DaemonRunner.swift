@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import NIOCore
 import NIOPosix
@@ -9,6 +12,7 @@ import UnixSignals
 /// store flushes, and the loop ends.
 enum DaemonRunner {
     static func run(configuration: DaemonConfiguration, reload: (@Sendable () throws -> DaemonConfiguration)?,
+                    configPath: String = "the configuration file",
                     passedSockets: [Int32], logLevel: LiveLogLevel, logger: Logger) async throws {
         let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint, .sighup)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -16,9 +20,15 @@ enum DaemonRunner {
         let notifier = SystemdNotifier()
 
         for warning in SecurityWarnings.of(configuration) { logger.warning("\(warning)") }
-        let link = try LinkEngine(configuration: LinkConfiguration(configuration), eventLoop: loop, logger: logger)
+        // Without endpoints or a usable token the daemon runs unconfigured: it serves its socket,
+        // says what is missing, and starts the link once a reload supplies it.
+        let unconfigured = reload == nil ? nil : LinkReadiness.problem(configuration, configPath: configPath)
+        if let unconfigured { logger.warning("unconfigured: \(unconfigured)") }
+        let link = LinkEngine(prepared: unconfigured == nil ? try LinkEngine.prepare(LinkConfiguration(configuration)) : nil,
+                              eventLoop: loop, logger: logger)
         let persistence: SQLiteSessionPersistence
         do {
+            // A missing store directory is made 0700, the database 0600, whatever the umask.
             let directory = configuration.store.directory
             for warning in try StoreFiles.prepare(directory: directory, database: SQLiteSessionPersistence.path(inDirectory: directory)) {
                 logger.warning("\(warning)")
@@ -37,14 +47,15 @@ enum DaemonRunner {
             let sessions = SessionService(limits: SessionLimits(configuration),
                                           persistence: persistence, link: link, loop: loop, logger: logger)
             let core = DaemonCore(configuration: configuration, link: link, sessions: sessions, loop: loop, logger: logger,
-                                  logLevel: logLevel, reloadConfiguration: reload)
+                                  logLevel: logLevel, reloadConfiguration: reload, configPath: configPath,
+                                  unconfigured: unconfigured)
             let bound = NIOLoopBound(core, eventLoop: loop)
             return sessions.start().map { bound }
         }.get()
         link.onTransition { transition in core.value.linkChanged(transition) }
         link.onHeartbeat { interval, rtt in core.value.heartbeatChanged(interval: interval, rtt: rtt) }
         try await loop.submit {
-            core.value.onLinkStatus = { status in notifier.status(status.systemdStatus) }
+            core.value.onLinkStatus = { _ in notifier.status(core.value.systemdStatusLine) }
         }.get()
 
         let server: IPCServer
@@ -81,20 +92,26 @@ enum DaemonRunner {
             }
         }
 
+        // READY=1 first (the socket serves clients whatever the link does), then the link's own STATUS= lines.
+        let readyLine = try await loop.submit { core.value.systemdStatusLine }.get()
+        notifier.ready(status: unconfigured == nil ? "link starting; IPC on \(configuration.ipc.socket)" : readyLine)
         link.start()
         let watchdog = notifier.watchdogInterval.map { interval in
             loop.scheduleRepeatedTask(initialDelay: .zero, delay: TimeAmount(interval)) { _ in
                 notifier.watchdogPing()
             }
         }
-        notifier.ready(status: "link starting; IPC on \(configuration.ipc.socket)")
         logger.info("imagentd \(DaemonCore.version) started", metadata: ["socket": "\(configuration.ipc.socket)"])
 
         for await signal in signals {
             if signal == .sighup {
                 notifier.reloading()
-                _ = try? await loop.submit { core.value.reload() }.get()
-                notifier.ready(status: "configuration reloaded")
+                // STATUS= goes back to the link's sentence, whether the reload worked or not.
+                let line = try? await loop.submit {
+                    core.value.reload()
+                    return core.value.systemdStatusLine
+                }.get()
+                notifier.ready(status: line ?? "configuration reload interrupted")
                 continue
             }
             logger.notice("shutting down", metadata: ["signal": "\(signal)"])
@@ -106,20 +123,12 @@ enum DaemonRunner {
         await server.stop()
         await metricsEndpoint?.stop()
         try? await loop.submit { core.value.closeAllClients() }.get()
+        // A reload's reconnect still under way finishes first, so that shutdown closes the link it made.
+        if let relink = try? await loop.submit({ core.value.pendingRelink }).get() { await relink.value }
         await link.shutdown()
         // Last: every commit already queued finishes before the file closes.
         try? await persistence.close().get()
         try? await group.shutdownGracefully()
         logger.info("imagentd stopped")
-    }
-}
-
-extension LinkStatus {
-    /// One line for `systemctl status`.
-    var systemdStatus: String {
-        switch state {
-        case "connected": "connected to \(endpoint ?? "?")"
-        default: detail
-        }
     }
 }

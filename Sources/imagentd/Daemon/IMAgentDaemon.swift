@@ -77,10 +77,18 @@ struct IMAgentDaemon {
 
     func run() async throws {
         if let checkConfigPath {
+            // EX_CONFIG for every problem, the file's own and what it names on this machine.
             do {
-                let configuration = try ConfigFileReader.load(checkConfigPath)
+                let text = try ConfigFileReader.read(checkConfigPath)
+                let configuration = try ConfigLoader.load(text: text, file: checkConfigPath)
+                let problems = ConfigEnvironmentCheck.problems(configuration, text: text, file: checkConfigPath)
+                guard problems.isEmpty else { throw ConfigProblems(problems: problems.sorted { $0.line < $1.line }) }
                 for warning in SecurityWarnings.of(configuration) { printError("\(checkConfigPath): warning: \(warning)") }
                 printLine("\(checkConfigPath): valid")
+                if let missing = LinkReadiness.problem(configuration, configPath: checkConfigPath) {
+                    // Not an error: the daemon starts unconfigured and waits for a reload.
+                    printLine("\(checkConfigPath): note: imagentd will start unconfigured: \(missing)")
+                }
                 return
             } catch {
                 printError("\(error)")
@@ -102,7 +110,8 @@ struct IMAgentDaemon {
             let dev = try await DevelopmentMode.start(directory: developmentDirectory)
             printLine("imagentd (development mode): socket \(dev.configuration.ipc.socket), reference server \(dev.server.address)")
             printLine("try: IMAGENT_SOCKET=\(dev.configuration.ipc.socket) imagent status")
-            try await DaemonRunner.run(configuration: dev.configuration, reload: nil, passedSockets: passedSockets,
+            try await DaemonRunner.run(configuration: dev.configuration, reload: nil, configPath: "development mode",
+                                       passedSockets: passedSockets,
                                        logLevel: logLevel, logger: logger)
             try await dev.server.stop()
             return
@@ -120,7 +129,7 @@ struct IMAgentDaemon {
         logLevel.level = Logger.Level(configuration.logLevel)
         let path = configPath
         try await DaemonRunner.run(configuration: configuration, reload: { try ConfigFileReader.load(path) },
-                                   passedSockets: passedSockets, logLevel: logLevel, logger: logger)
+                                   configPath: path, passedSockets: passedSockets, logLevel: logLevel, logger: logger)
     }
 }
 

@@ -1,5 +1,6 @@
 import IMLink
 import NIOCore
+import NIOSSL
 import NIOTLS
 
 /// The inbound body limit of one connection: 1 MiB until HELLO_OK, then the
@@ -45,7 +46,10 @@ final class LinkChannelHandler: ChannelInboundHandler {
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let tlsEvent = event as? TLSUserEvent, case .handshakeCompleted(let alpn) = tlsEvent {
-            engine?.tlsHandshakeCompleted(on: attempt, negotiatedProtocol: alpn)
+            // The server certificate's expiry, for STATUS and `imagent doctor`.
+            let notAfter = try? context.pipeline.syncOperations.handler(type: NIOSSLHandler.self).peerCertificate?.notValidAfter
+            engine?.tlsHandshakeCompleted(on: attempt, negotiatedProtocol: alpn,
+                                          certificateNotAfterUnixMS: notAfter.map { UInt64(clamping: $0) * 1000 })
         }
         context.fireUserInboundEventTriggered(event)
     }

@@ -54,11 +54,16 @@ final class LinkEngineCore {
     private var probingLogged = 0
     private static let probeTransitionsLogged = 6
 
-    /// Frames and bytes each way, for the metrics.
-    let traffic = LinkTraffic()
+    /// Frames and bytes each way, for the metrics (the engine's, shared by its cores).
+    let traffic: LinkTraffic
 
     /// The sessions asked not to read from the link (see `setReading`).
     private var readingPaused = false
+
+    /// The server's clock minus ours at the last LOGIN_OK (ms), from its SERVER_TIME.
+    private var serverClockOffsetMS: Int64?
+    /// When the server's TLS certificate of the last handshake expires (Unix ms).
+    private var serverCertificateNotAfterUnixMS: UInt64?
 
     // Outputs.
     weak var sessionDelegate: LinkSessionDelegate?
@@ -84,8 +89,10 @@ final class LinkEngineCore {
         tls: LinkTLS?,
         loop: EventLoop,
         pool: NIOThreadPool,
+        traffic: LinkTraffic = LinkTraffic(),
         logger: Logger
     ) {
+        self.traffic = traffic
         self.configuration = configuration
         self.tls = tls
         self.loop = loop
@@ -178,6 +185,8 @@ final class LinkEngineCore {
         status.reconnectCount = max(0, establishedCount - 1)
         status.attempts = attempts
         status.lastError = lastError
+        status.serverClockOffsetMS = serverClockOffsetMS
+        status.serverCertificateNotAfterUnixMS = serverCertificateNotAfterUnixMS
         return status
     }
 
@@ -224,6 +233,7 @@ final class LinkEngineCore {
                 current.limit.maxBody = configuration.maxFrame
             }
         case .loginOK(let ok):
+            serverClockOffsetMS = ok.serverTimeMS.map { Int64(clamping: $0) - Int64(clamping: unixMilliseconds()) }
             run(machine.loginOK(attempt, heartbeat: ok.heartbeatMS.map { .milliseconds(Int64($0)) }, now: now))
         case .loginFail(let fail):
             lastError = "LOGIN_FAIL \(fail.code)" + (fail.message.map { ": \($0)" } ?? "")
@@ -255,8 +265,9 @@ final class LinkEngineCore {
         }
     }
 
-    func tlsHandshakeCompleted(on attempt: AttemptID, negotiatedProtocol: String?) {
+    func tlsHandshakeCompleted(on attempt: AttemptID, negotiatedProtocol: String?, certificateNotAfterUnixMS: UInt64? = nil) {
         guard let current = connection, current.attempt == attempt, !current.closing else { return }
+        serverCertificateNotAfterUnixMS = certificateNotAfterUnixMS
         // A server without ALPN says nothing; one that picked another
         // protocol is not an IMLink server.
         if let negotiatedProtocol, negotiatedProtocol != LinkTLS.alpn {

@@ -19,8 +19,19 @@ struct LinkStatus: Hashable, Sendable {
     var attempts: Int
     /// The reason of the last transition away from a working or attempted link.
     var lastError: String?
+    /// When `lastError` was first seen (Unix ms, wall clock); the daemon stamps it.
+    var lastErrorAtUnixMS: UInt64?
+    /// The phase the snapshot was taken in: the sentence reads the backoff deadline from it.
+    var phase: LinkPhase
+    /// The server's clock minus this host's at the last LOGIN_OK, in ms (off by up to one RTT).
+    var serverClockOffsetMS: Int64?
+    /// When the server's TLS certificate (of the last handshake) expires, Unix ms.
+    var serverCertificateNotAfterUnixMS: UInt64?
+    /// Set while the daemon has no endpoints or no usable token: what is missing and what to do.
+    var unconfigured: String?
 
     init(phase: LinkPhase) {
+        self.phase = phase
         state = phase.shortName
         detail = phase.description
         reconnectCount = 0

@@ -3,8 +3,9 @@ import NIOCore
 
 /// IMLink frames and bytes that crossed the link each way since the daemon
 /// started, over every connection (bytes as IMLink writes them, inside TLS).
-/// Counted by two small handlers in each connection's pipeline, on the loop.
-final class LinkTraffic {
+/// Counted by two small handlers in each connection's pipeline, and read,
+/// on the engine's loop only (hence `@unchecked Sendable`).
+final class LinkTraffic: @unchecked Sendable {
     struct Counts: Hashable, Sendable {
         var framesIn = 0
         var framesOut = 0

@@ -88,7 +88,7 @@ final class SessionService: LinkSessionDelegate {
         case .detach(let target): run(router.clientDetach(who, request: request, session: target.session))
         case .send(let send): run(router.clientSend(who, request: request, send))
         case .ack(let ack): run(router.clientAck(who, request: request, session: ack.session, seq: ack.seq))
-        case .hello, .status, .sessions, .metrics, .watch, .connect, .disconnect, .reconnect, .reload, .ping, .ok, .welcome,
+        case .hello, .status, .sessions, .metrics, .watch, .events, .connect, .disconnect, .reconnect, .reload, .ping, .ok, .welcome,
              .opened, .accepted, .result, .pong, .error, .message, .acked, .expired, .sessionState, .linkState, .event:
             preconditionFailure("\(message.op) is not a session request")
         }
@@ -118,6 +118,11 @@ final class SessionService: LinkSessionDelegate {
         json.endArray()
         json.endObject()
         return json.text
+    }
+
+    /// New `[limits]` from a reload: the router checks the next request against them.
+    func updateLimits(_ limits: SessionLimits) {
+        router.limits = limits
     }
 
     /// STATUS's `sessions` object.

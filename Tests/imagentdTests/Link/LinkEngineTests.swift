@@ -17,7 +17,8 @@ struct LinkEngineTests {
         defer { scratch.cleanup() }
         let tokens = try scratch.write("tokens", "secret-1\n")
         let server = try await startServer(tokenFile: tokens, heartbeatMS: 20_000)
-        let (engine, recorder) = try startEngine(testLinkConfiguration(endpoints: [server.address], tokenFile: tokens))
+        let configuration = testLinkConfiguration(endpoints: [server.address], tokenFile: tokens)
+        let (engine, recorder) = try startEngine(configuration)
 
         let connected = try await recorder.waitFor(timeout: 10, "LOGIN_OK") { $0.isConnected }
         #expect(connected.transition.connectedEndpoint?.description == server.address)
@@ -40,7 +41,8 @@ struct LinkEngineTests {
         let tokens = try scratch.write("tokens", "secret-1\n")
         var server = try await startServer(tokenFile: tokens)
         let port = server.port
-        let (engine, recorder) = try startEngine(testLinkConfiguration(endpoints: [server.address], tokenFile: tokens))
+        let configuration = testLinkConfiguration(endpoints: [server.address], tokenFile: tokens)
+        let (engine, recorder) = try startEngine(configuration)
         try await recorder.waitFor(timeout: 10, "first LOGIN_OK") { $0.isConnected }
 
         let stoppedAt = nowSeconds()
@@ -53,7 +55,7 @@ struct LinkEngineTests {
         let back = try await recorder.waitFor(after: mark, timeout: 10, "LOGIN_OK after restart") { $0.isConnected }
         print("restart: link lost \(String(format: "%.0f", (lost.at - stoppedAt) * 1000)) ms after the server stopped; "
             + "server up → LOGIN_OK in \(String(format: "%.0f", (back.at - serverUp) * 1000)) ms "
-            + "(backoff cap \(engine.configuration.reconnectCap))")
+            + "(backoff cap \(configuration.reconnectCap))")
         #expect(back.at - serverUp < 1.0 + 0.5, "at most one capped backoff after the server is back")
         #expect(await engine.status().reconnectCount == 1)
 
@@ -183,7 +185,8 @@ struct LinkEngineTests {
         defer { scratch.cleanup() }
         let tokens = try scratch.write("tokens", "secret-1\n")
         let server = try await startServer(tokenFile: tokens)
-        let (engine, recorder) = try startEngine(testLinkConfiguration(endpoints: [server.address], tokenFile: tokens))
+        let configuration = testLinkConfiguration(endpoints: [server.address], tokenFile: tokens)
+        let (engine, recorder) = try startEngine(configuration)
         try await recorder.waitFor(timeout: 10, "LOGIN_OK") { $0.isConnected }
         let status = await engine.status()
 
@@ -208,7 +211,8 @@ struct LinkEngineTests {
         defer { scratch.cleanup() }
         let tokens = try scratch.write("tokens", "secret-1\n")
         let server = try await startServer(tokenFile: tokens)
-        let (engine, recorder) = try startEngine(testLinkConfiguration(endpoints: [server.address], tokenFile: tokens))
+        let configuration = testLinkConfiguration(endpoints: [server.address], tokenFile: tokens)
+        let (engine, recorder) = try startEngine(configuration)
         try await recorder.waitFor(timeout: 10, "LOGIN_OK") { $0.isConnected }
         engine.userDisconnect()
         try await recorder.waitFor(timeout: 5, "stopped by user") {

@@ -47,6 +47,10 @@ struct LinkTLSTests {
         let (engine, recorder) = try startEngine(good)
         let connected = try await recorder.waitFor(timeout: 10, "LOGIN_OK over TLS") { $0.isConnected }
         #expect(recorder.all.contains { $0.transition.reason == "TLS established" })
+        // The certificate is valid for 2 days (openssl -days 2): STATUS shows when it expires.
+        let expires = try #require(await engine.status().serverCertificateNotAfterUnixMS)
+        let inTwoDays = unixMilliseconds() + 2 * 86_400_000
+        #expect(expires <= inTwoDays && expires > inTwoDays - 3_600_000, "expires \(expires), now \(unixMilliseconds())")
         print("TLS: verified imlink.test, connected to \(connected.transition.connectedEndpoint.map { "\($0)" } ?? "-")")
         await engine.shutdown()
 

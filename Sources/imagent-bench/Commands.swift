@@ -86,7 +86,9 @@ let benchCommands: [BenchCommand] = [
         the drain's msg/s and MB/s against a live one-way run of --live-messages messages of the same
         payload afterwards, the daemon's CPU µs per drained message, and the p50/p99/max latency of
         echo messages sent one at a time (every --live-interval-ms) on another session during the drain.
-        Sizes take B, KiB, MiB, GiB suffixes. Reconnect backoff is capped at 1 s for the run.
+        Sizes take B, KiB, MiB, GiB suffixes. Reconnect backoff is capped at 1 s for the run; the link is
+        held down (DISCONNECT) while the server takes over the refused port, then asked up (CONNECT).
+        Needs an admin uid (root) for those two requests.
         """),
     BenchCommand(name: "soak", synopsis: """
         [--minutes 60] [--rate 100] [--clients 4] [--session-messages 500]

@@ -79,10 +79,17 @@ func runDaemonBench(_ options: DaemonBenchOptions) async -> Int32 {
 
     print("machine: \(sysconf(Int32(_SC_NPROCESSORS_ONLN))) cores, load average \(loadAverage()) at start")
     print("reference server: in process, \(server.address), state in memory; imagentd: \(DaemonProcess.binaryPath)")
-    print("one-way: \(grouped(options.messages)) messages to `sink`, done at the server's ACK of the last; " +
-          "round trip: \(grouped(options.messages)) messages to `echo`, done at the last echo; " +
-          "both with at most \(options.window) messages not yet done. Latency: \(grouped(options.requests)) " +
-          "messages to `echo`, one at a time, send to echo. Echoes acknowledged every \(ackEvery).")
+    if options.scaling {
+        print("one-way runs of \(options.scalingCounts.map(grouped).joined(separator: ", ")) messages to `sink` on each path, "
+              + "each done at the server's ACK of its last, at most \(options.window) not yet acknowledged; "
+              + "CPU µs/msg: user + sys of imagentd (/proc/PID/stat) over that run ÷ its messages.")
+    } else {
+        print("one-way: \(grouped(options.messages)) messages to `sink`, done at the server's ACK of the last; " +
+              "round trip: \(grouped(options.messages)) messages to `echo`, done at the last echo; " +
+              "both with at most \(options.window) messages not yet done. Latency: \(grouped(options.requests)) " +
+              "messages to `echo`, one at a time, send to echo. Echoes acknowledged every \(ackEvery). " +
+              "CPU µs/msg: user + sys of imagentd (/proc/PID/stat) over that run ÷ its messages.")
+    }
     if let path = options.samplesCSV {
         do { try writeFile(path, "durability,path,payload_bytes,latency_ms\n") } catch {
             print("imagent-bench: \(error)")

@@ -1,8 +1,11 @@
 #if canImport(Glibc)
-import Glibc
+@preconcurrency import Glibc
 #endif
 
 // Numbers to paste into BENCHMARKS.md; the subcommands and their options are in Commands.swift.
+
+// One line at a time also into a pipe or file (`| tee`), so a long run shows its rows as they come.
+setvbuf(stdout, nil, _IOLBF, 0)
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 

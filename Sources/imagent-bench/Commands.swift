@@ -87,8 +87,8 @@ let benchCommands: [BenchCommand] = [
         payload afterwards, the daemon's CPU µs per drained message, and the p50/p99/max latency of
         echo messages sent one at a time (every --live-interval-ms) on another session during the drain.
         Sizes take B, KiB, MiB, GiB suffixes. Reconnect backoff is capped at 1 s for the run; the link is
-        held down (DISCONNECT) while the server takes over the refused port, then asked up (CONNECT).
-        Needs an admin uid (root) for those two requests.
+        held down (DISCONNECT, when run as an admin such as root) while the server takes over the
+        refused port, then asked up (CONNECT).
         """),
     BenchCommand(name: "soak", synopsis: """
         [--minutes 60] [--rate 100] [--clients 4] [--session-messages 500]

@@ -219,6 +219,8 @@ let package = Package(
             ]
         ),
         .testTarget(name: "ConfigFileTests", dependencies: ["ConfigFile"]),
+        // Runs the imagent-bench binary (depending on it makes `swift test` build it).
+        .testTarget(name: "imagentBenchTests", dependencies: ["IMAgentTestKit", "imagent-bench"]),
         // Depending on agentstore-crash-writer makes `swift test` build the child the crash test kills.
         .testTarget(
             name: "AgentStoreTests",

@@ -47,8 +47,10 @@ func runCompareBench(_ options: CompareBenchOptions) async -> Int32 {
               + "at most \(options.window) messages not yet done in all. Latency: \(grouped(options.requests)) "
               + "request/response pairs per session, one at a time per session.")
         print("")
-        print("| payload | sessions | path | one-way msg/s | round-trip msg/s | p50 ms | p99 ms |")
-        print("|---:|---:|---|---:|---:|---:|---:|")
+        print("CPU µs/msg: user + sys time of imagentd (of both brokers for mosquitto) per message, over that run alone.")
+        print("")
+        print("| payload | sessions | path | one-way msg/s | round-trip msg/s | p50 ms | p99 ms | CPU µs/msg one-way | CPU µs/msg round trip |")
+        print("|---:|---:|---|---:|---:|---:|---:|---:|---:|")
         let (host, port, socket) = (server.host, server.port, daemon.socketPath)
         var failedRows = 0
         for sessions in options.sessionCounts {
@@ -56,35 +58,38 @@ func runCompareBench(_ options: CompareBenchOptions) async -> Int32 {
                 let label = size % 1024 == 0 ? "\(size / 1024) KiB" : "\(size) B"
                 func row(_ path: String, _ figures: Figures) {
                     print("| \(label) | \(sessions) | \(path) | \(grouped(Int(figures.oneWay))) | \(grouped(Int(figures.roundTrip))) "
-                          + "| \(format(figures.p50, decimals: 3)) | \(format(figures.p99, decimals: 3)) |")
+                          + "| \(format(figures.p50, decimals: 3)) | \(format(figures.p99, decimals: 3)) "
+                          + "| \(figures.oneWayCPU == nil ? "" : microseconds(figures.oneWayCPU)) "
+                          + "| \(figures.roundTripCPU == nil ? "" : microseconds(figures.roundTripCPU)) |")
                 }
                 func ratio(_ name: String, _ a: Figures, _ b: Figures) {
                     print("| \(label) | \(sessions) | \(name) | \(format(a.oneWay / b.oneWay, decimals: 2))× "
                           + "| \(format(a.roundTrip / b.roundTrip, decimals: 2))× | \(format(a.p50 / b.p50, decimals: 2))× "
-                          + "| \(format(a.p99 / b.p99, decimals: 2))× |")
+                          + "| \(format(a.p99 / b.p99, decimals: 2))× | | |")
                 }
                 let shape = Shape(sessions: sessions, messages: options.messages, requests: options.requests, window: options.window)
                 /// One path's row; a path that fails prints a FAILED row and the run goes on.
-                func measured(_ path: String, _ run: @escaping @Sendable (Completion, Int, Int) async throws -> RunResult) async -> Figures? {
+                func measured(_ path: String, cpuOf pids: [Int32] = [],
+                              _ run: @escaping @Sendable (Completion, Int, Int) async throws -> RunResult) async -> Figures? {
                     do {
                         let figures = try await withDeadline(600, "\(label) × \(sessions) through \(path)") {
-                            try await shape.figures(run)
+                            try await shape.figures(cpuOf: pids, run)
                         }
                         row(path, figures)
                         return figures
                     } catch {
-                        print("| \(label) | \(sessions) | \(path) | FAILED: \(error) | | | |")
+                        print("| \(label) | \(sessions) | \(path) | FAILED: \(error) | | | | | |")
                         failedRows += 1
                         return nil
                     }
                 }
-                let imagent = await measured("imagentd") { completion, count, window in
+                let imagent = await measured("imagentd", cpuOf: [daemon.pid]) { completion, count, window in
                     try await runThroughDaemon(socketPath: socket, completion: completion, size: size, count: count, window: window)
                 }
                 var brokers: [(MosquittoBridge.Tuning, Figures)] = []
                 for (tuning, bridge) in bridges {
                     let (local, upstream) = (bridge.localPort, bridge.upstreamPort)
-                    let figures = await measured("mosquitto bridge, \(tuning.rawValue)") { completion, count, window in
+                    let figures = await measured("mosquitto bridge, \(tuning.rawValue)", cpuOf: bridge.pids) { completion, count, window in
                         try await runThroughMosquitto(localPort: local, upstreamPort: upstream, completion: completion, size: size, count: count, window: window)
                     }
                     if let figures { brokers.append((tuning, figures)) }
@@ -126,11 +131,12 @@ private struct Shape: Sendable {
     var requests: Int
     var window: Int
 
-    func figures(_ run: @escaping @Sendable (Completion, Int, Int) async throws -> RunResult) async throws -> Figures {
+    func figures(cpuOf pids: [Int32], _ run: @escaping @Sendable (Completion, Int, Int) async throws -> RunResult) async throws -> Figures {
         let (sessions, perSession) = (self.sessions, max(1, messages / sessions))
         let perSessionWindow = max(1, window / sessions)
         let requestsPerSession = max(1, requests / sessions)
-        return try await Figures(count: perSession * sessions, requests: requestsPerSession * sessions, window: window) { completion, _, window in
+        return try await Figures(count: perSession * sessions, requests: requestsPerSession * sessions, window: window,
+                                 cpuOf: pids) { completion, _, window in
             let (count, windowShare) = window == 1 ? (requestsPerSession, 1) : (perSession, perSessionWindow)
             return try await withThrowingTaskGroup(of: RunResult.self) { group in
                 for _ in 0..<sessions { group.addTask { try await run(completion, count, windowShare) } }

@@ -19,6 +19,9 @@ struct DaemonBenchOptions: Sendable {
     var timeLimitSeconds = 900
     /// Where to write every latency sample (durability, path, payload, ms), for plots; nil for nowhere.
     var samplesCSV: String?
+    /// `--scaling`: one-way runs of each of `scalingCounts` messages instead of the usual table.
+    var scaling = false
+    var scalingCounts = [10_000, 100_000, 1_000_000]
 }
 
 /// Directories to remove if the watchdog has to end the run.
@@ -76,10 +79,17 @@ func runDaemonBench(_ options: DaemonBenchOptions) async -> Int32 {
 
     print("machine: \(sysconf(Int32(_SC_NPROCESSORS_ONLN))) cores, load average \(loadAverage()) at start")
     print("reference server: in process, \(server.address), state in memory; imagentd: \(DaemonProcess.binaryPath)")
-    print("one-way: \(grouped(options.messages)) messages to `sink`, done at the server's ACK of the last; " +
-          "round trip: \(grouped(options.messages)) messages to `echo`, done at the last echo; " +
-          "both with at most \(options.window) messages not yet done. Latency: \(grouped(options.requests)) " +
-          "messages to `echo`, one at a time, send to echo. Echoes acknowledged every \(ackEvery).")
+    if options.scaling {
+        print("one-way runs of \(options.scalingCounts.map(grouped).joined(separator: ", ")) messages to `sink` on each path, "
+              + "each done at the server's ACK of its last, at most \(options.window) not yet acknowledged; "
+              + "CPU µs/msg: user + sys of imagentd (/proc/PID/stat) over that run ÷ its messages.")
+    } else {
+        print("one-way: \(grouped(options.messages)) messages to `sink`, done at the server's ACK of the last; " +
+              "round trip: \(grouped(options.messages)) messages to `echo`, done at the last echo; " +
+              "both with at most \(options.window) messages not yet done. Latency: \(grouped(options.requests)) " +
+              "messages to `echo`, one at a time, send to echo. Echoes acknowledged every \(ackEvery). " +
+              "CPU µs/msg: user + sys of imagentd (/proc/PID/stat) over that run ÷ its messages.")
+    }
     if let path = options.samplesCSV {
         do { try writeFile(path, "durability,path,payload_bytes,latency_ms\n") } catch {
             print("imagent-bench: \(error)")
@@ -89,7 +99,11 @@ func runDaemonBench(_ options: DaemonBenchOptions) async -> Int32 {
     var status: Int32 = 0
     for durability in options.durabilities {
         do {
-            try await benchDaemon(durability: durability, server: server, token: token, options: options)
+            if options.scaling {
+                try await benchScaling(durability: durability, server: server, options: options)
+            } else {
+                try await benchDaemon(durability: durability, server: server, token: token, options: options)
+            }
         } catch {
             print("imagent-bench: durability \(durability): \(error)")
             status = 1
@@ -132,18 +146,15 @@ private func benchDaemon(durability: String, server: RefServer, token: String, o
         print("")
         print("store directory holds: " + (store.isEmpty ? "no database file (the daemon keeps sessions in memory)" : store.joined(separator: ", ")))
         print("")
-        print("| payload | path | one-way msg/s | round-trip msg/s | p50 ms | p99 ms | imagentd CPU µs/msg |")
-        print("|---:|---|---:|---:|---:|---:|---:|")
+        print("| payload | path | one-way msg/s | round-trip msg/s | p50 ms | p99 ms | CPU µs/msg one-way | CPU µs/msg round trip |")
+        print("|---:|---|---:|---:|---:|---:|---:|---:|")
         for size in options.sizes {
             let (messages, requests, window) = (options.messages, options.requests, options.window)
-            // The daemon's CPU (user + system, all threads) over both runs, per message carried.
-            let cpuBefore = cpuMilliseconds(of: pid)
             let viaDaemon = try await withDeadline(300, "\(size) B through imagentd") {
-                try await Figures(count: messages, requests: requests, window: window) { completion, count, window in
+                try await Figures(count: messages, requests: requests, window: window, cpuOf: [pid]) { completion, count, window in
                     try await runThroughDaemon(socketPath: socket, completion: completion, size: size, count: count, window: window)
                 }
             }
-            let cpuPerMessage = (cpuMilliseconds(of: pid) - cpuBefore) * 1_000 / Double(messages + requests)
             let direct = try await withDeadline(300, "\(size) B direct") {
                 try await Figures(count: messages, requests: requests, window: window) { completion, count, window in
                     try await runDirect(host: host, port: port, token: token, completion: completion, size: size,
@@ -152,9 +163,9 @@ private func benchDaemon(durability: String, server: RefServer, token: String, o
             }
             let (a, b) = (viaDaemon, direct)
             let label = size % 1024 == 0 ? "\(size / 1024) KiB" : "\(size) B"
-            print("| \(label) | imagentd | \(grouped(Int(a.oneWay))) | \(grouped(Int(a.roundTrip))) | \(format(a.p50, decimals: 3)) | \(format(a.p99, decimals: 3)) | \(format(cpuPerMessage, decimals: 1)) |")
-            print("| \(label) | direct TCP | \(grouped(Int(b.oneWay))) | \(grouped(Int(b.roundTrip))) | \(format(b.p50, decimals: 3)) | \(format(b.p99, decimals: 3)) | — |")
-            print("| \(label) | imagentd ÷ direct | \(format(a.oneWay / b.oneWay, decimals: 2))× | \(format(a.roundTrip / b.roundTrip, decimals: 2))× | \(format(a.p50 / b.p50, decimals: 1))× | \(format(a.p99 / b.p99, decimals: 1))× | |")
+            print("| \(label) | imagentd | \(grouped(Int(a.oneWay))) | \(grouped(Int(a.roundTrip))) | \(format(a.p50, decimals: 3)) | \(format(a.p99, decimals: 3)) | \(microseconds(a.oneWayCPU)) | \(microseconds(a.roundTripCPU)) |")
+            print("| \(label) | direct TCP | \(grouped(Int(b.oneWay))) | \(grouped(Int(b.roundTrip))) | \(format(b.p50, decimals: 3)) | \(format(b.p99, decimals: 3)) | | |")
+            print("| \(label) | imagentd ÷ direct | \(format(a.oneWay / b.oneWay, decimals: 2))× | \(format(a.roundTrip / b.roundTrip, decimals: 2))× | \(format(a.p50 / b.p50, decimals: 1))× | \(format(a.p99 / b.p99, decimals: 1))× | | |")
             if let path = options.samplesCSV {
                 appendSamples(path, durability: durability, path: "imagentd", size: size, a.latencies)
                 appendSamples(path, durability: durability, path: "direct TCP", size: size, b.latencies)
@@ -188,12 +199,20 @@ struct Figures: Sendable {
     var p99: Double
     /// Every latency sample in milliseconds, sorted.
     var latencies: [Double]
+    /// µs of CPU (user + sys) of the measured processes per message, over the one-way and the
+    /// round-trip run alone; nil when no process was measured (direct TCP).
+    var oneWayCPU: Double?
+    var roundTripCPU: Double?
 
-    /// `run(completion, count, window)` is one run on the path being measured.
-    init(count: Int, requests: Int, window: Int,
+    /// `run(completion, count, window)` is one run on the path being measured; `cpuOf` are the
+    /// processes whose CPU time the path costs (imagentd; the brokers).
+    init(count: Int, requests: Int, window: Int, cpuOf pids: [Int32] = [],
          _ run: (Completion, Int, Int) async throws -> RunResult) async throws {
-        oneWay = Double(count) / (try await run(.sink, count, window)).elapsed.seconds
-        roundTrip = Double(count) / (try await run(.echo, count, window)).elapsed.seconds
+        let (sink, sinkCPU) = try await cpuPerMessage(of: pids, messages: count) { try await run(.sink, count, window) }
+        let (echo, echoCPU) = try await cpuPerMessage(of: pids, messages: count) { try await run(.echo, count, window) }
+        oneWay = Double(count) / sink.elapsed.seconds
+        roundTrip = Double(count) / echo.elapsed.seconds
+        (oneWayCPU, roundTripCPU) = (sinkCPU, echoCPU)
         let sorted = (try await run(.echo, requests, 1)).latencies.sorted()
         p50 = sorted[sorted.count / 2].seconds * 1000
         p99 = sorted[min(sorted.count - 1, sorted.count * 99 / 100)].seconds * 1000
@@ -211,6 +230,9 @@ private func appendSamples(_ file: String, durability: String, path: String, siz
 extension Duration {
     var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }
+
+/// CPU µs per message for a table cell: "?" when it could not be read.
+func microseconds(_ value: Double?) -> String { value.map { format($0, decimals: 1) } ?? "?" }
 
 func mib(_ kib: Int) -> String { kib < 0 ? "?" : "\(format(Double(kib) / 1024, decimals: 1)) MiB" }
 

@@ -33,13 +33,14 @@ final class DaemonProcess {
     /// Writes the configuration and starts the daemon; returns once its socket exists.
     ///
     /// - Parameters:
+    ///   - limits: more keys for the `[limits]` table (e.g. `outbox_messages = 100000`).
     ///   - settings: more TOML tables appended to the configuration (e.g. `[heartbeat]`).
     ///   - notifySocket: `$NOTIFY_SOCKET` for the child; nil starts it without one.
     ///   - directory: an existing directory whose configuration and store to reuse
     ///     (a restart); nil makes a new one.
     ///   - waitForSocket: false returns right after the spawn.
     init(serverAddress: String, token: String, durability: String, maxSessions: Int, maxClients: Int = 256,
-         settings: String = "", notifySocket: String? = nil, directory reused: String? = nil,
+         limits: String = "", settings: String = "", notifySocket: String? = nil, directory reused: String? = nil,
          waitForSocket: Bool = true) async throws {
         if let reused {
             directory = reused
@@ -71,6 +72,7 @@ final class DaemonProcess {
                 max_sessions_per_uid = \(maxSessions)
                 max_clients = \(maxClients)
                 max_clients_per_uid = \(maxClients)
+                \(limits)
                 [log]
                 level = "warning"
                 [network]
@@ -107,14 +109,19 @@ final class DaemonProcess {
     func memory() -> (rss: Int, peak: Int) { Self.memory(of: pid) }
 
     static func memory(of pid: pid_t) -> (rss: Int, peak: Int) {
+        let fields = statusKiB(of: pid, ["VmRSS", "VmHWM"])
+        return (fields[0], fields[1])
+    }
+
+    /// Fields of /proc/PID/status in KiB (VmRSS, RssAnon, VmHWM…), -1 for one not there.
+    static func statusKiB(of pid: pid_t, _ names: [String]) -> [Int] {
         let status = readFile("/proc/\(pid)/status") ?? ""
-        func field(_ name: String) -> Int {
+        return names.map { name in
             for line in status.split(separator: "\n") where line.hasPrefix(name + ":") {
                 return Int(line.dropFirst(name.count + 1).split(whereSeparator: { $0 == " " || $0 == "\t" }).first ?? "") ?? -1
             }
             return -1
         }
-        return (field("VmRSS"), field("VmHWM"))
     }
 
     /// What the store directory holds besides the bench's own files: the daemon's database, if it has one.

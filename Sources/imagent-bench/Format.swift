@@ -25,3 +25,19 @@ func grouped(_ value: Int) -> String {
     }
     return value < 0 ? "-" + result : result
 }
+
+/// "1GiB", "64MiB", "16KiB", "512B" or a plain number of bytes; nil if it is none of these.
+func byteCount(_ text: String) -> Int? {
+    for (suffix, unit) in [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1)] where text.hasSuffix(suffix) {
+        return Int(text.dropLast(suffix.count)).map { $0 * unit }
+    }
+    return Int(text)
+}
+
+/// A byte count for people: 1.0 GiB, 64.0 MiB, 16 KiB, 300 B.
+func bytesLabel(_ bytes: Int) -> String {
+    if bytes >= 1 << 30 { return "\(format(Double(bytes) / Double(1 << 30), decimals: 1)) GiB" }
+    if bytes >= 1 << 20 { return "\(format(Double(bytes) / Double(1 << 20), decimals: 1)) MiB" }
+    if bytes >= 1 << 10, bytes % 1024 == 0 { return "\(bytes / 1024) KiB" }
+    return "\(bytes) B"
+}

@@ -25,7 +25,8 @@ final class MosquittoBridge {
     let directory: String
     let upstreamPort: Int
     let localPort: Int
-    private var pids: [pid_t] = []
+    /// The local and the upstream broker.
+    private(set) var pids: [pid_t] = []
 
     init(tuning: Tuning) async throws {
         guard access(Self.binary, X_OK) == 0 else {

@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// CPU time a process has used so far, in milliseconds: the sum over its
 /// live threads of the first field of `/proc/PID/task/TID/schedstat` (time on
 /// a CPU, in nanoseconds). Unlike wall-clock time it does not grow when other
@@ -9,4 +13,29 @@ func cpuMilliseconds(of pid: Int32) -> Double {
         nanoseconds += Int(text.split(separator: " ").first ?? "") ?? 0
     }
     return Double(nanoseconds) / 1e6
+}
+
+/// User plus system CPU time of a whole process (every thread it ever had,
+/// those that exited included) in microseconds: `utime` + `stime` of
+/// `/proc/PID/stat`, in clock ticks (`sysconf(_SC_CLK_TCK)`, 10 ms here).
+/// Nil once the process is gone.
+func cpuMicroseconds(of pid: Int32) -> Double? {
+    guard let stat = readFile("/proc/\(pid)/stat"), let close = stat.lastIndex(of: ")") else { return nil }
+    // After the command name (which may hold spaces and parentheses), field 3 (state) comes first:
+    // utime and stime are fields 14 and 15.
+    let fields = stat[stat.index(after: close)...].split(separator: " ")
+    guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+    return (user + system) * 1e6 / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
+
+/// Microseconds of CPU per message that `pids` spent together while `body` ran, and `body`'s result.
+func cpuPerMessage<T>(of pids: [Int32], messages: Int, _ body: () async throws -> T) async rethrows -> (T, Double?) {
+    let before = pids.map { cpuMicroseconds(of: $0) }
+    let result = try await body()
+    var total = 0.0
+    for (pid, start) in zip(pids, before) {
+        guard let start, let end = cpuMicroseconds(of: pid) else { return (result, nil) }
+        total += end - start
+    }
+    return (result, pids.isEmpty || messages <= 0 ? nil : total / Double(messages))
 }

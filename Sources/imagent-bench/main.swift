@@ -1,36 +1,11 @@
 #if canImport(Glibc)
-import Glibc
+@preconcurrency import Glibc
 #endif
 
-// Numbers to paste into BENCHMARKS.md.
-//   imagent-bench codec [--seconds S]
-//   imagent-bench daemon [--messages N] [--requests R] [--sizes 64,1024,65536]
-//                        [--durability process,power] [--window W] [--sessions S] [--time-limit SECONDS]
-//                        [--samples-csv latency.csv]
-//   imagent-bench compare [--messages N] [--requests R] [--sizes 64,1024,65536] [--sessions 1,100]
-//                         [--durability power] [--window W] [--time-limit SECONDS]
-//   imagent-bench idle [--seconds 120] [--heartbeat-min 15] [--heartbeat-max 300] [--server-heartbeat-ms 300000]
-//   imagent-bench connections [--clients 1000] [--sessions 1000] [--rounds 3]
-//   imagent-bench ready [--runs 10]
-//   imagent-bench recovery [--messages 100000] [--sessions 10] [--size 256] [--durability process] [--stop term,kill]
-//   imagent-bench soak [--minutes 60] [--rate 100] [--clients 4] [--max-growth-mib 8] [--csv soak.csv]
+// Numbers to paste into BENCHMARKS.md; the subcommands and their options are in Commands.swift.
 
-let usage = """
-    usage: imagent-bench codec [--seconds S]
-           imagent-bench daemon [--messages N] [--requests R] [--sizes 64,1024,65536]
-                                [--durability process,power] [--window W] [--sessions S] [--time-limit SECONDS]
-                                [--samples-csv latency.csv]
-           imagent-bench compare [--messages N] [--requests R] [--sizes 64,1024,65536] [--sessions 1,100]
-                                 [--durability process|power] [--window W] [--time-limit SECONDS]
-           imagent-bench idle [--seconds 120] [--settle 5] [--heartbeat-min 15] [--heartbeat-max 300]
-                              [--server-heartbeat-ms 300000]
-           imagent-bench connections [--clients 1000] [--sessions 1000] [--rounds 3]
-           imagent-bench ready [--runs 10]
-           imagent-bench recovery [--messages 100000] [--sessions 10] [--size 256] [--durability process|power]
-                                  [--stop term,kill]
-           imagent-bench soak [--minutes 60] [--rate 100] [--clients 4] [--session-messages 500]
-                              [--drop-every 300] [--max-growth-mib 8] [--csv soak.csv]
-    """
+// One line at a time also into a pipe or file (`| tee`), so a long run shows its rows as they come.
+setvbuf(stdout, nil, _IOLBF, 0)
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 
@@ -44,10 +19,24 @@ func integers(_ text: String) -> [Int]? {
     return values.contains(nil) || values.isEmpty ? nil : values.compactMap { $0 }
 }
 
-// `--help` (or `-h`) anywhere prints the usage instead of running a benchmark.
-if arguments.contains("--help") || arguments.contains("-h") || arguments.first == "help" {
-    print(usage)
-    exit(0)
+// `--help` anywhere prints the subcommand's help and runs nothing; an unknown option is an error.
+if let name = arguments.first, let command = benchCommands.first(where: { $0.name == name }) {
+    let rest = Array(arguments.dropFirst())
+    if rest.contains("--help") || rest.contains("-h") {
+        print(command.help)
+        exit(0)
+    }
+    if let problem = command.problem(with: rest) {
+        print("imagent-bench: \(problem)\n\(command.usage)")
+        exit(2)
+    }
+} else if arguments.isEmpty || ["--help", "-h", "help"].contains(arguments[0]) {
+    if arguments.count > 1, let command = benchCommands.first(where: { $0.name == arguments[1] }) {
+        print(command.help)
+    } else {
+        print(usage)
+    }
+    exit(arguments.isEmpty ? 2 : 0)
 }
 
 switch arguments.first {
@@ -63,6 +52,15 @@ case "daemon":
     if let value = option("--sizes") { options.sizes = integers(value) ?? [] }
     if let value = option("--durability") { options.durabilities = value.split(separator: ",").map(String.init) }
     options.samplesCSV = option("--samples-csv")
+    if arguments.contains("--scaling") {
+        if option("--sizes") == nil { options.sizes = [1024] }
+        if let value = option("--counts") { options.scalingCounts = integers(value) ?? [] }
+        guard !options.scalingCounts.isEmpty, options.scalingCounts.allSatisfy({ $0 > 0 }) else {
+            print(usage)
+            exit(2)
+        }
+        options.scaling = true
+    }
     guard options.messages > 0, options.requests > 0, options.window > 0, options.sessions >= 0,
           options.timeLimitSeconds > 0, !options.sizes.isEmpty, options.sizes.allSatisfy({ $0 > 0 }),
           !options.durabilities.isEmpty, options.durabilities.allSatisfy({ $0 == "process" || $0 == "power" })
@@ -149,6 +147,22 @@ case "soak":
         exit(2)
     }
     exit(await runSoakBench(options))
+case "queue":
+    var options = QueueOptions()
+    if let value = option("--bytes") { options.bytes = byteCount(value) ?? 0 }
+    if let value = option("--payload") { options.payload = byteCount(value) ?? 0 }
+    if let value = option("--sessions") { options.sessions = Int(value) ?? 0 }
+    if let value = option("--durability") { options.durability = value }
+    if let value = option("--live-interval-ms") { options.liveIntervalMS = Int(value) ?? -1 }
+    if let value = option("--live-messages") { options.liveMessages = Int(value) ?? 0 }
+    if let value = option("--time-limit") { options.timeLimitSeconds = Int(value) ?? 0 }
+    guard options.payload > 0, options.payload <= 1 << 20, options.sessions > 0,
+          options.bytes >= options.payload * options.sessions, options.liveIntervalMS >= 0, options.liveMessages > 0,
+          options.timeLimitSeconds > 0, options.durability == "process" || options.durability == "power" else {
+        print(usage)
+        exit(2)
+    }
+    exit(await runQueueBench(options))
 default:
     print(usage)
     exit(2)

@@ -1,0 +1,101 @@
+/// The subcommands, their options and their help: `imagent-bench SUBCOMMAND --help`
+/// prints the subcommand's help and runs nothing; an option a subcommand does
+/// not know is an error rather than silently ignored.
+struct BenchCommand {
+    let name: String
+    /// The options with their defaults, as the usage line shows them.
+    let synopsis: String
+    /// Options that take no value.
+    var flags: [String] = []
+    /// What it measures and how, for `--help`.
+    let summary: String
+
+    /// Every `--name` in the synopsis.
+    var options: [String] {
+        synopsis.split(whereSeparator: { $0 == " " || $0 == "[" || $0 == "]" || $0 == "\n" || $0 == "|" })
+            .filter { $0.hasPrefix("--") }.map(String.init)
+    }
+
+    var usage: String { "usage: imagent-bench \(name) \(synopsis)" }
+
+    var help: String { usage + "\n\n" + summary }
+
+    /// Nil if every argument after the subcommand is one of its options (with a value unless a flag); else the problem.
+    func problem(with arguments: [String]) -> String? {
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            if flags.contains(argument) {
+                index += 1
+            } else if options.contains(argument) {
+                guard index + 1 < arguments.count else { return "\(argument) needs a value" }
+                index += 2
+            } else {
+                return "unknown option \(argument) for `\(name)`"
+            }
+        }
+        return nil
+    }
+}
+
+let benchCommands: [BenchCommand] = [
+    BenchCommand(name: "codec", synopsis: "[--seconds 2.5]", summary: """
+        IMLink/1 codec speed in this process: CRC-32C MB/s per input size, DATA frames encoded and
+        decoded per second per payload size (best of five runs of about half a second).
+        """),
+    BenchCommand(name: "daemon", synopsis: """
+        [--messages 10000] [--requests 1000] [--sizes 64,1024,65536]
+                                    [--durability process,power] [--window 256] [--sessions 10000] [--time-limit 900]
+                                    [--samples-csv latency.csv] [--scaling] [--counts 10000,100000,1000000]
+        """, flags: ["--scaling"], summary: """
+        imagentd (the release build beside this binary, a child process) against direct TCP to an
+        in-process reference server: one-way and round-trip msg/s, p50/p99 latency one at a time, and
+        imagentd's CPU (user + sys from /proc/PID/stat) in µs per message over each run; RSS idle, with
+        --sessions echo sessions open, and after the runs.
+        --scaling: instead, one-way msg/s and CPU µs/msg over each count of --counts messages in turn
+        (default 10,000, 100,000 and 1,000,000; --sizes defaults to 1024 here), both paths, and the
+        ratio of the last count's rate to the first's: whether throughput decays with run length.
+        """),
+    BenchCommand(name: "compare", synopsis: """
+        [--messages 20000] [--requests 1000] [--sizes 64,1024,65536] [--sessions 1,100]
+                                     [--durability process|power] [--window 256] [--time-limit 1800]
+        """, summary: """
+        One workload through imagentd, through two bridged mosquitto brokers (as shipped and tuned)
+        and straight to the reference server: msg/s, latency, CPU µs per message of imagentd (of both
+        brokers for mosquitto) per run, ratios. A path that fails prints a FAILED row; the run goes on.
+        """),
+    BenchCommand(name: "idle", synopsis: """
+        [--seconds 120] [--settle 5] [--heartbeat-min 15] [--heartbeat-max 300]
+                                  [--server-heartbeat-ms 300000]
+        """, summary: "Wake-ups and CPU of an idle daemon, per thread."),
+    BenchCommand(name: "connections", synopsis: "[--clients 1000] [--sessions 1000] [--rounds 3]",
+                 summary: "RSS per idle client connection and per idle session."),
+    BenchCommand(name: "ready", synopsis: "[--runs 10]", summary: "Spawn → READY=1 and spawn → link connected."),
+    BenchCommand(name: "recovery", synopsis: """
+        [--messages 100000] [--sessions 10] [--size 256] [--durability process|power]
+                                      [--stop term,kill]
+        """, summary: "A restart with a queued outbox: spawn → READY, → connected, → every message acknowledged."),
+    BenchCommand(name: "queue", synopsis: """
+        [--bytes 1GiB] [--payload 16384] [--sessions 4] [--durability process|power]
+                                   [--live-interval-ms 10] [--live-messages 10000] [--time-limit 3600]
+        """, summary: """
+        A long outage: with the reference server down (its port refuses connections), queues --bytes of
+        --payload messages on --sessions `sink` sessions through imagentd; reports imagentd's VmRSS,
+        RssAnon and VmHWM while queued and after a restart on the full store (server still down);
+        then starts the server and reports the time to drain (link up → the server has every message),
+        the drain's msg/s and MB/s against a live one-way run of --live-messages messages of the same
+        payload afterwards, the daemon's CPU µs per drained message, and the p50/p99/max latency of
+        echo messages sent one at a time (every --live-interval-ms) on another session during the drain.
+        Sizes take B, KiB, MiB, GiB suffixes. Reconnect backoff is capped at 1 s for the run; the link is
+        held down (DISCONNECT, when run as an admin such as root) while the server takes over the
+        refused port, then asked up (CONNECT).
+        """),
+    BenchCommand(name: "soak", synopsis: """
+        [--minutes 60] [--rate 100] [--clients 4] [--session-messages 500]
+                                  [--drop-every 300] [--max-growth-mib 8] [--csv soak.csv]
+        """, summary: "A long run under load with link drops; fails if RSS grows more than --max-growth-mib."),
+]
+
+/// Every subcommand's usage line.
+let usage = benchCommands.map(\.usage).joined(separator: "\n")
+    + "\n\nimagent-bench SUBCOMMAND --help explains one; BENCHMARKS.md has the results."

@@ -60,14 +60,25 @@ struct StatusCommand: AsyncParsableCommand {
         fields.addUnknown(of: daemon, known: ["version", "pid", "uptime_s", "clients"], prefix: "daemon")
 
         fields.add("sessions", sessions["count"].displayText)
-        fields.add("outbox", "\(sessions["outbox"].displayText) messages waiting for the server")
+        let outboxBytes = sessions["outbox_bytes"].map { " (\(HumanFormat.bytes($0)))" } ?? ""
+        fields.add("outbox", "\(sessions["outbox"].displayText) messages\(outboxBytes) waiting for the server")
         fields.add("inbox", "\(sessions["inbox"].displayText) messages waiting for clients")
-        fields.addUnknown(of: sessions, known: ["count", "outbox", "inbox"], prefix: "sessions")
+        fields.addUnknown(of: sessions, known: ["count", "outbox", "outbox_bytes", "inbox", "owner"], prefix: "sessions")
 
         if let store = status["store"] {
             fields.add("store", "\(store["path"].displayText), \(HumanFormat.bytes(store["db_bytes"])) "
                 + "(write-ahead log \(HumanFormat.bytes(store["wal_bytes"])))")
-            fields.addUnknown(of: store, known: ["path", "db_bytes", "wal_bytes"], prefix: "store")
+            if let memory = store["memory_bytes"] {
+                fields.add("memory", "\(HumanFormat.bytes(memory)) of payloads in memory, "
+                    + "budget \(HumanFormat.bytes(store["memory_budget_bytes"]))")
+            }
+            if let failures = store["failures"], failures.displayText != "0" {
+                var text = "\(failures.displayText) store failures, last: \(store["last_error"].displayText)"
+                if let at = store["last_error_ms"], at != .null { text += " (at \(HumanFormat.timestamp(milliseconds: at)))" }
+                fields.add("store error", text)
+            }
+            fields.addUnknown(of: store, known: ["path", "db_bytes", "wal_bytes", "memory_bytes", "memory_budget_bytes",
+                                                 "failures", "last_error", "last_error_ms"], prefix: "store")
         }
         for member in status.members ?? [] where !["link", "daemon", "sessions", "store"].contains(member.key) {
             if member.value.members != nil {

@@ -303,7 +303,6 @@ final class DaemonCore: IPCRequestHandler {
     /// as SESSIONS shows another user's sessions to admins only.
     func sessionChanged(_ change: SessionChange) {
         let watchers = clients.values.filter { $0.watching && ($0.peer.uid == change.owner || $0.isAdmin) }
-        guard !watchers.isEmpty else { return }
         var event = JSONWriter()
         event.beginObject()
         event.field("event", "session")

@@ -63,7 +63,7 @@ import Testing
         fresh.limits.outboxMessages = 5
         fresh.limits.maxSessions = 7
         fresh.server.endpoints = ["b:1"]
-        fresh.server.tls.enabled = true
+        fresh.server.tls.enabled = false  // TLS is on by default
         fresh.heartbeat.minSeconds = 5
         fresh.token = .file("/t")
         fresh.ipc.mode = 0o600

@@ -17,22 +17,20 @@ final class NotifyListener {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(path.utf8)
+        // No close before a throw: `deinit` runs for an initializer that throws once every
+        // stored property is set, and a second close could hit another thread's descriptor.
         guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
-            close(descriptor)
             throw BenchError("\(path) is too long for a socket path")
         }
         withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes + [0]) }
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
-        guard bound == 0 else {
-            close(descriptor)
-            throw BenchError("cannot bind \(path)")
-        }
+        guard bound == 0 else { throw BenchError("cannot bind \(path)") }
     }
 
     deinit {
-        close(descriptor)
+        if descriptor >= 0 { close(descriptor) }
         unlink(path)
     }
 

@@ -46,14 +46,16 @@ final class RawIPCSocket: @unchecked Sendable {  // used by one thread at a time
         let connected = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
-        guard connected == 0 else {
-            let code = errno
-            Glibc.close(fd)
-            throw POSIXError(.init(rawValue: code) ?? .EIO)
-        }
+        // No close here: an initializer that throws once every stored property is set still
+        // runs `deinit`, which closes `fd`. Closing it here too closed it twice, and the second
+        // close could hit a descriptor another thread had just been given (seen: a socket NIO
+        // had just accepted, whose getsockname then failed with EBADF and crashed the run).
+        guard connected == 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
     }
 
-    deinit { Glibc.close(fd) }
+    deinit {
+        if fd >= 0 { Glibc.close(fd) }
+    }
 
     /// Writes everything it can; false once the daemon has closed (EPIPE,
     /// ECONNRESET), which for a hostile frame is an acceptable answer.

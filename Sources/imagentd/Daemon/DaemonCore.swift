@@ -370,23 +370,25 @@ final class DaemonCore: IPCRequestHandler {
         let queue = sessions.queueBytes
         json.field("outbox_bytes", queue.outbox)
         json.endObject()
-        guard owner == nil else {
-            json.endObject()
-            return json.text
-        }
+        // The store is the daemon's, not one user's: admins only.
+        if owner == nil { writeStore(into: &json, memoryBytes: queue.memory) }
+        json.endObject()
+        return json.text
+    }
+
+    /// STATUS's `store` object.
+    private func writeStore(into json: inout JSONWriter, memoryBytes: Int) {
         let files = storeFileSizes
         json.beginObject("store")
         json.field("path", SQLiteSessionPersistence.path(inDirectory: configuration.store.directory))
         json.field("db_bytes", files.database)
         json.field("wal_bytes", files.wal)
-        json.field("memory_bytes", queue.memory)
+        json.field("memory_bytes", memoryBytes)
         json.field("memory_budget_bytes", configuration.store.memoryBudgetBytes)
         json.field("failures", sessions.storeFailuresTotal)
         json.field("last_error", sessions.lastStoreFailure?.text)
         json.field("last_error_ms", sessions.lastStoreFailure?.atMS)
         json.endObject()
-        json.endObject()
-        return json.text
     }
 
     /// `owner` as in `statusJSON(owner:)`: a non-admin sees the link and its own sessions' figures only.

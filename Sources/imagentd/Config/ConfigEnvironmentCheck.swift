@@ -12,17 +12,6 @@ enum ConfigEnvironmentCheck {
     static func problems(_ configuration: DaemonConfiguration, text: String, file: String) -> [ConfigProblem] {
         let document = (try? TOMLParser.parse(text)) ?? TOMLTable()
         var problems: [ConfigProblem] = []
-        func line(_ path: String...) -> Int {
-            var table = document
-            var found = 1
-            for key in path {
-                guard let entry = table[key] else { break }
-                found = entry.line
-                guard case .table(let child) = entry.value else { break }
-                table = child
-            }
-            return found
-        }
         func problem(_ line: Int, _ message: String) {
             problems.append(ConfigProblem(file: file, line: line, message: message))
         }
@@ -33,15 +22,15 @@ enum ConfigEnvironmentCheck {
 
         let tls = configuration.server.tls
         if tls.enabled {
-            readable(tls.caFile, key: "server.tls.ca_file", line: line("server", "tls", "ca_file"))
-            readable(tls.certificateFile, key: "server.tls.certificate_file", line: line("server", "tls", "certificate_file"))
-            readable(tls.privateKeyFile, key: "server.tls.private_key_file", line: line("server", "tls", "private_key_file"))
+            readable(tls.caFile, key: "server.tls.ca_file", line: document.line("server", "tls", "ca_file"))
+            readable(tls.certificateFile, key: "server.tls.certificate_file", line: document.line("server", "tls", "certificate_file"))
+            readable(tls.privateKeyFile, key: "server.tls.private_key_file", line: document.line("server", "tls", "private_key_file"))
         }
         if case .file(let path) = configuration.token {
-            readable(path, key: "auth.token_file", line: line("auth", "token_file"))
+            readable(path, key: "auth.token_file", line: document.line("auth", "token_file"))
         }
         if let trouble = notCreatable(configuration.store.directory) {
-            problem(line("store", "directory"), "store.directory: \(configuration.store.directory) \(trouble)")
+            problem(document.line("store", "directory"), "store.directory: \(configuration.store.directory) \(trouble)")
         }
         for (key, name) in [("group", configuration.ipc.group), ("admin_group", configuration.ipc.adminGroup)]
         where !name.isEmpty && AdminPolicy.groupID(named: name) == nil {
@@ -49,7 +38,7 @@ enum ConfigEnvironmentCheck {
             let explicit: Bool
             if case .table(let ipc)? = document["ipc"]?.value { explicit = ipc[key] != nil } else { explicit = false }
             if key == "admin_group" && !explicit { continue }
-            problem(line("ipc", key), "ipc.\(key): no group named \"\(name)\" on this system (see getent group)")
+            problem(document.line("ipc", key), "ipc.\(key): no group named \"\(name)\" on this system (see getent group)")
         }
         return problems
     }

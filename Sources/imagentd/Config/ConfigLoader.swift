@@ -155,39 +155,28 @@ private struct Reader {
 
     /// Rules that tie several keys together.
     mutating func checkWhole(_ c: DaemonConfiguration, document: TOMLTable) {
-        func line(_ path: String...) -> Int {
-            var table = document
-            var found = 1
-            for key in path {
-                guard let entry = table[key] else { break }
-                found = entry.line
-                guard case .table(let child) = entry.value else { break }
-                table = child
-            }
-            return found
-        }
         if c.heartbeat.minSeconds > c.heartbeat.maxSeconds {
-            problem(line("heartbeat", "min_seconds"), "heartbeat.min_seconds (\(c.heartbeat.minSeconds)) is above heartbeat.max_seconds (\(c.heartbeat.maxSeconds))")
+            problem(document.line("heartbeat", "min_seconds"), "heartbeat.min_seconds (\(c.heartbeat.minSeconds)) is above heartbeat.max_seconds (\(c.heartbeat.maxSeconds))")
         }
         if c.reconnect.baseMS > c.reconnect.capMS {
-            problem(line("reconnect", "base_ms"), "reconnect.base_ms (\(c.reconnect.baseMS)) is above reconnect.cap_ms (\(c.reconnect.capMS))")
+            problem(document.line("reconnect", "base_ms"), "reconnect.base_ms (\(c.reconnect.baseMS)) is above reconnect.cap_ms (\(c.reconnect.capMS))")
         }
         if case .table(let auth)? = document["auth"]?.value, auth.entries.count > 1 {
             problem(auth.entries[1].line, "[auth] takes one of token_file, token_command and token_credential, not several")
         }
         if c.server.tls.certificateFile.isEmpty != c.server.tls.privateKeyFile.isEmpty {
-            problem(line("server", "tls"), "server.tls: certificate_file and private_key_file go together")
+            problem(document.line("server", "tls"), "server.tls: certificate_file and private_key_file go together")
         }
         if !c.server.tls.enabled, !c.server.allowPlaintext,
            let remote = c.server.endpoints.first(where: { !(Endpoint(parsing: $0)?.isLoopback ?? true) }) {
-            problem(line("server", "tls"), "server: TLS is off and \"\(remote)\" is not a loopback address: the token and every message would cross the network in the clear; turn TLS on, or set [server] allow_plaintext = true if this network is trusted")
+            problem(document.line("server", "tls"), "server: TLS is off and \"\(remote)\" is not a loopback address: the token and every message would cross the network in the clear; turn TLS on, or set [server] allow_plaintext = true if this network is trusted")
         }
         if !c.server.tls.enabled, !c.server.allowPlaintext,
            let remote = c.server.redirectAllow.first(where: { !RedirectPolicy.patternIsLoopback($0) }) {
-            problem(line("server", "redirect_allow"), "server.redirect_allow: \"\(remote)\" would receive the token in the clear, as TLS is off; turn TLS on, or set [server] allow_plaintext = true")
+            problem(document.line("server", "redirect_allow"), "server.redirect_allow: \"\(remote)\" would receive the token in the clear, as TLS is off; turn TLS on, or set [server] allow_plaintext = true")
         }
         if c.limits.maxPayloadBytes > Int(c.server.maxFrameBytes) {
-            problem(line("limits", "max_payload_bytes"), "limits.max_payload_bytes (\(c.limits.maxPayloadBytes)) is above server.max_frame_bytes (\(c.server.maxFrameBytes)): such messages could never be received")
+            problem(document.line("limits", "max_payload_bytes"), "limits.max_payload_bytes (\(c.limits.maxPayloadBytes)) is above server.max_frame_bytes (\(c.server.maxFrameBytes)): such messages could never be received")
         }
     }
 }

@@ -422,24 +422,32 @@ final class OperationApplier {
 
     // MARK: Start-up
 
-    private func load() throws -> StoreSnapshot {
-        var sessions: [StoredSession] = []
+    /// Every session's record with its given-up count, and each id's index in that list:
+    /// what both start-up reads begin with.
+    private func loadRecords() throws -> (records: [SessionRecord], position: [UInt64: Int]) {
+        var records: [SessionRecord] = []
         var position: [UInt64: Int] = [:]
         do {
             defer { selectAllSessions.reset() }
             while try selectAllSessions.step() {
                 let record = try Self.record(from: selectAllSessions)
-                position[record.id] = sessions.count
-                sessions.append(StoredSession(record: record))
+                position[record.id] = records.count
+                records.append(record)
             }
         }
         do {
             defer { selectAllGivenUp.reset() }
             while try selectAllGivenUp.step() {
                 guard let index = position[UInt64(bitPattern: selectAllGivenUp.integer(at: 0))] else { continue }
-                sessions[index].record.givenUp = UInt64(bitPattern: selectAllGivenUp.integer(at: 1))
+                records[index].givenUp = UInt64(bitPattern: selectAllGivenUp.integer(at: 1))
             }
         }
+        return (records, position)
+    }
+
+    private func load() throws -> StoreSnapshot {
+        let (records, position) = try loadRecords()
+        var sessions = records.map { StoredSession(record: $0) }
         do {
             defer { selectAllOutbox.reset() }
             while try selectAllOutbox.step() {
@@ -471,23 +479,8 @@ final class OperationApplier {
     }
 
     private func loadIndex() throws -> StoreIndex {
-        var sessions: [IndexedSession] = []
-        var position: [UInt64: Int] = [:]
-        do {
-            defer { selectAllSessions.reset() }
-            while try selectAllSessions.step() {
-                let record = try Self.record(from: selectAllSessions)
-                position[record.id] = sessions.count
-                sessions.append(IndexedSession(record: record))
-            }
-        }
-        do {
-            defer { selectAllGivenUp.reset() }
-            while try selectAllGivenUp.step() {
-                guard let index = position[UInt64(bitPattern: selectAllGivenUp.integer(at: 0))] else { continue }
-                sessions[index].record.givenUp = UInt64(bitPattern: selectAllGivenUp.integer(at: 1))
-            }
-        }
+        let (records, position) = try loadRecords()
+        var sessions = records.map { IndexedSession(record: $0) }
         do {
             defer { selectOutboxIndex.reset() }
             while try selectOutboxIndex.step() {

@@ -106,8 +106,10 @@ let package = Package(
             ]
         ),
 
-        .executableTarget(
-            name: "imagentd",
+        // The daemon itself: pure cores (link state machine, policies, session router) and the I/O shell
+        // that performs their actions. A library, so tests import it rather than an executable.
+        .target(
+            name: "IMAgentCore",
             dependencies: [
                 "IMLink", "AgentIPC", "AgentStore", "RefServer", "ConfigFile", "JSONText", "CSystemd", "CMalloc",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -119,6 +121,15 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 // No swift-argument-parser: it links FoundationEssentials (see DaemonArguments).
+            ]
+        ),
+        // `imagentd`: `main` and the command line; everything else is IMAgentCore.
+        .executableTarget(
+            name: "imagentd",
+            dependencies: [
+                "IMAgentCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         .executableTarget(
@@ -247,7 +258,7 @@ let package = Package(
             name: "imagentdTests",
             dependencies: [
                 "IMAgentTestKit",
-                "imagentd", "IMLink", "RefServer",
+                "IMAgentCore", "imagentd", "IMLink", "RefServer",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import imagentd
+@testable import IMAgentCore
 
 @Suite struct ConfigLoaderTests {
     @Test func emptyFile_givesEveryDefault() throws {

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import imagentd
+@testable import IMAgentCore
 
 /// `[store] memory_budget_bytes`, `[store] max_bytes` and the byte limits of `[limits]` (issue 10).
 @Suite struct StoreLimitsConfigTests {

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import imagentd
+@testable import IMAgentCore
 
 /// The pure parts behind what an operator reads: the link's sentence, the
 /// unconfigured state, what a reload applies, what `--check-config` checks.

@@ -3,7 +3,7 @@ import NIOCore
 import NIOPosix
 import Testing
 
-@testable import imagentd
+@testable import IMAgentCore
 
 /// Which failed TCP connects count as a silent path (probe) and which as a
 /// refusal (back off), with NIO's real errors from real sockets.

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import imagentd
+@testable import IMAgentCore
 
 /// The three failure classes in the state machine (issue 12): a silent path
 /// probes at a short interval without growing the backoff; a refusing or an

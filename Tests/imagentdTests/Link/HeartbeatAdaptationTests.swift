@@ -3,7 +3,7 @@ import NIOCore
 import RefServer
 import Testing
 
-@testable import imagentd
+@testable import IMAgentCore
 
 /// The heartbeat on real links: the interval chosen over a fast and a slow
 /// path, and NAT probing against a server that black-holes idle links.

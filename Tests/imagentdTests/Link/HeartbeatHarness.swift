@@ -1,5 +1,5 @@
 import IMAgentTestKit
-@testable import imagentd
+@testable import IMAgentCore
 
 typealias Heartbeat = HeartbeatPolicy<SplitMix64>
 

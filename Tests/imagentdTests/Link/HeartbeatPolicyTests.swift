@@ -1,7 +1,7 @@
 import IMAgentTestKit
 import Testing
 
-@testable import imagentd
+@testable import IMAgentCore
 
 @Suite struct HeartbeatPolicyTests {
     /// Issue 11, finding 6: a server's HEARTBEAT_MS of 0 (or 1) must not make

@@ -8,7 +8,7 @@ import RefServer
 import Synchronization
 import Testing
 
-@testable import imagentd
+@testable import IMAgentCore
 
 /// A scratch directory, removed by `cleanup()`.
 struct ScratchDirectory {

@@ -5,7 +5,7 @@ import NIOPosix
 import RefServer
 import Testing
 
-@testable import imagentd
+@testable import IMAgentCore
 
 /// The engine against the real reference server over real sockets. Timings
 /// are printed as measurements; assertions only check what the policy

@@ -2,7 +2,7 @@ import Foundation
 import IMAgentTestKit
 import Testing
 
-@testable import imagentd
+@testable import IMAgentCore
 
 /// The engine's blocking helpers and the small additions to the cores.
 @Suite("Link I/O parts")

@@ -2,7 +2,7 @@ import IMAgentTestKit
 import IMLink
 import Testing
 
-@testable import imagentd
+@testable import IMAgentCore
 
 @Suite struct LinkStateMachineTests {
     let a = Endpoint(host: "a.example", port: 7000)

@@ -2,7 +2,7 @@ import Foundation
 import RefServer
 import Testing
 
-@testable import imagentd
+@testable import IMAgentCore
 
 /// TLS with a CA made for the test: verification on, SNI and the verified
 /// name from the configuration.

@@ -2,9 +2,9 @@ import Foundation
 import IMAgentTestKit
 import IMLink
 import Testing
-@testable import imagentd
+@testable import IMAgentCore
 
-@testable import imagentd
+@testable import IMAgentCore
 
 /// The reference server binary in a network namespace of its own, joined to
 /// this (root) namespace by a veth pair with a /30 in 10.231.0.0/16 that the

@@ -2,7 +2,7 @@ import IMAgentTestKit
 import IMLink
 import Testing
 
-@testable import imagentd
+@testable import IMAgentCore
 
 /// Issue 12's storm: 10,000 agents behind one path that dies for 5 minutes
 /// and heals at one instant, a server admitting 1,000 LOGINs a second and

@@ -1,7 +1,7 @@
 import IMAgentTestKit
 import Testing
 
-@testable import imagentd
+@testable import IMAgentCore
 
 @Suite struct ReconnectPolicyTests {
     @Test func delaysStayWithinBaseAndCap_forThousandsOfFailures() {

@@ -1,5 +1,5 @@
 import IMAgentTestKit
-@testable import imagentd
+@testable import IMAgentCore
 
 /// The fake clock: an instant `seconds` after the origin.
 func at(_ seconds: Double) -> MonotonicInstant {

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import imagentd
+@testable import IMAgentCore
 
 @Suite struct DaemonMetricsTests {
     private func exposition(_ metrics: DaemonMetrics) -> String {

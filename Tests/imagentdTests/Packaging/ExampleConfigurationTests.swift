@@ -1,7 +1,7 @@
 import Glibc
 import Testing
 
-@testable import imagentd
+@testable import IMAgentCore
 
 /// `packaging/imagentd.toml` is installed as /etc/imagent/imagentd.toml and
 /// promises to show every key with its default; these tests hold it to that.

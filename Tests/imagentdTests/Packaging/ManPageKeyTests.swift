@@ -1,6 +1,6 @@
 import Testing
 
-@testable import imagentd
+@testable import IMAgentCore
 
 /// imagentd.toml(5) and the loader agree: every key the page documents is
 /// accepted, and every key the loader accepts is documented. A documented

@@ -7,7 +7,7 @@ import NIOPosix
 import RefServer
 import Testing
 
-@testable import imagentd
+@testable import IMAgentCore
 
 /// The daemon's real pieces in this process: LinkEngine, SessionService,
 /// DaemonCore and IPCServer on one loop, as `DaemonRunner` wires them.

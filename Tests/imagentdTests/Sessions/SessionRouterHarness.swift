@@ -4,7 +4,7 @@ import IMLink
 import NIOCore
 import Testing
 
-@testable import imagentd
+@testable import IMAgentCore
 
 /// Seeded, so session ids are the same on every run.
 typealias TestRouter = SessionRouter<SplitMix64>

@@ -3,7 +3,7 @@ import IMLink
 import NIOCore
 import Testing
 
-@testable import imagentd
+@testable import IMAgentCore
 
 extension [SessionAction] {
     var expired: [IPCMessage.Expired] {

@@ -3,7 +3,7 @@ import IMLink
 import NIOCore
 import Testing
 
-@testable import imagentd
+@testable import IMAgentCore
 
 @Suite struct SessionRouterOpenTests {
     @Test func openedComesOnlyAfterTheSessionIsStored() {

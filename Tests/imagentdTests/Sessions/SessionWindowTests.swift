@@ -3,7 +3,7 @@ import IMLink
 import NIOCore
 import Testing
 
-@testable import imagentd
+@testable import IMAgentCore
 
 /// The store is the queue: memory holds a bounded window of payloads per direction,
 /// the rest is read from the store in seq order when its turn comes.

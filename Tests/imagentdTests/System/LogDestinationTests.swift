@@ -1,7 +1,7 @@
 import Glibc
 import Testing
 
-@testable import imagentd
+@testable import IMAgentCore
 
 @Suite struct LogDestinationTests {
     @Test func journal_whenJournalStreamNamesStderrsDeviceAndInode() {

@@ -1,7 +1,7 @@
 import Glibc
 import Testing
 
-@testable import imagentd
+@testable import IMAgentCore
 
 @Suite struct SocketActivationTests {
     /// A socket of `type` in a fresh directory, and a cleanup.

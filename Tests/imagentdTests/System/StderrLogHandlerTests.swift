@@ -1,7 +1,7 @@
 import Logging
 import Testing
 
-@testable import imagentd
+@testable import IMAgentCore
 
 @Suite struct StderrLogHandlerTests {
     @Test func line_hasTimeLevelLabelMessageAndSortedMetadata() {

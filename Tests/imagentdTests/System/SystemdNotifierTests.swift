@@ -1,7 +1,7 @@
 import Glibc
 import Testing
 
-@testable import imagentd
+@testable import IMAgentCore
 
 extension ProcessEnvironment {
     @Suite struct SystemdNotifierTests {

@@ -1,7 +1,7 @@
 import Glibc
 import Testing
 
-@testable import imagentd
+@testable import IMAgentCore
 
 /// Accept-time connection caps, admin membership from the kernel's groups
 /// and the per-uid session cap (findings 4, 5 and 8).

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import imagentd
+@testable import IMAgentCore
 
 /// TLS by default; plaintext off the host only when the operator says so
 /// (finding 2 of the trust-boundaries review).

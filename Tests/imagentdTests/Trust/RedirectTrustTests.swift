@@ -1,7 +1,7 @@
 import IMAgentTestKit
 import Testing
 
-@testable import imagentd
+@testable import IMAgentCore
 
 /// A machine whose configuration also lists `redirect_allow` patterns.
 func makeRedirectMachine(endpoints: [String], redirectAllow: [String], tls: Bool = false) -> Machine {

@@ -2,7 +2,7 @@ import Foundation
 import Glibc
 import Testing
 
-@testable import imagentd
+@testable import IMAgentCore
 
 /// `token_command` runs in its own process group, which goes as a whole on
 /// timeout, and the wait for its exit is bounded (finding 7).

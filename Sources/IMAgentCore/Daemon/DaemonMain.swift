@@ -2,80 +2,29 @@
 import Glibc
 #endif
 import Logging
-import NIOCore
-import NIOPosix
 
-/// `imagentd`: the connection agent daemon.
-///
-/// The options are parsed by hand (`DaemonArguments`), not with
-/// swift-argument-parser: that package links FoundationEssentials, about 2 MB
-/// of resident memory for a daemon that otherwise needs none of it.
-///
-/// `main` is synchronous so that Swift concurrency's global executor can be
-/// replaced before any task runs (see `main()`).
-@main
-struct IMAgentDaemon {
-    /// Runs `asyncMain()` with Swift concurrency's jobs on one NIO thread
-    /// instead of libdispatch's worker pool. On Linux, the first worker thread
-    /// that libdispatch starts for a global queue also starts its pool monitor,
-    /// a timer that wakes the process once a second for as long as it lives
-    /// (`_dispatch_workq_monitor_pools`), which an idle daemon measured as
-    /// 60 of its 69 context switches a minute. NIO's event loop threads sleep in
-    /// `epoll_wait` until there is work.
-    static func main() {
-        NIOSingletons.groupLoopCountSuggestion = 1
-        NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
-        let done = MultiThreadedEventLoopGroup.singleton.next().makePromise(of: Void.self)
-        Task.detached {
-            await asyncMain()
-            done.succeed()
-        }
-        try? done.futureResult.wait()
-        exit(0)
-    }
-
-    static func asyncMain() async {
-        let arguments: DaemonArguments
-        do {
-            arguments = try DaemonArguments(parsing: Array(CommandLine.arguments.dropFirst()))
-        } catch {
-            printError("Error: \(error)")
-            printError(DaemonArguments.usage)
-            exit(64)  // EX_USAGE, as swift-argument-parser exits on a usage error.
-        }
-        switch arguments.action {
-        case .help:
-            printLine(DaemonArguments.help)
-            exit(0)
-        case .version:
-            printLine(DaemonCore.version)
-            exit(0)
-        case .run:
-            break
-        }
-        do {
-            try await IMAgentDaemon(arguments).run()
-        } catch let exit as DaemonExit {
-            Glibc.exit(exit.status)
-        } catch {
-            printError("imagentd: \(error)")
-            exit(1)
-        }
-    }
+/// What `imagentd` does once its command line is parsed: check a
+/// configuration file, or run the daemon (from a file, or in development
+/// mode). The executable keeps `main` and the argument parsing; everything
+/// after them lives here, in the library the tests exercise.
+public struct DaemonMain {
+    /// The version `imagentd --version` prints.
+    public static let version = DaemonCore.version
 
     var configPath: String
     var checkConfigPath: String?
     var development: Bool
     var developmentDirectory: String
 
-    init(_ arguments: DaemonArguments) {
-        configPath = arguments.configPath
-        checkConfigPath = arguments.checkConfigPath
-        development = arguments.development
-        developmentDirectory = arguments.developmentDirectory
+    public init(configPath: String, checkConfigPath: String?, development: Bool, developmentDirectory: String) {
+        self.configPath = configPath
+        self.checkConfigPath = checkConfigPath
+        self.development = development
+        self.developmentDirectory = developmentDirectory
     }
 
-    func run() async throws {
+    /// Returns when the daemon stopped; throws `DaemonExit` when the process must end with a status.
+    public func run() async throws {
         if let checkConfigPath {
             // EX_CONFIG for every problem, the file's own and what it names on this machine.
             do {
@@ -134,19 +83,19 @@ struct IMAgentDaemon {
 }
 
 /// Ends the process with `status` (after the message was printed).
-struct DaemonExit: Error {
-    var status: Int32
+public struct DaemonExit: Error {
+    public var status: Int32
 }
 
 /// Writes one line to standard error, unbuffered (the `stderr` global is
 /// shared mutable state to Swift 6).
-func printError(_ text: String) {
+public func printError(_ text: String) {
     writeLine(text, to: STDERR_FILENO)
 }
 
 /// Writes one line to standard output at once: whoever started the daemon
 /// (a script, a test) may be waiting for it while the daemon keeps running.
-func printLine(_ text: String) {
+public func printLine(_ text: String) {
     writeLine(text, to: STDOUT_FILENO)
 }
 

@@ -95,6 +95,12 @@ struct SessionRouter<Random: RandomNumberGenerator> {
     private(set) var outboxBytesByUID: [UInt32: Int] = [:]
     /// Wall-clock time in ms since the Unix epoch, for TTLs (a fixed clock in tests).
     var clock: () -> Int64 = { 0 }
+    /// For the metrics: DATA written again on a later link, MESSAGEs handed to a client again,
+    /// and each outbound message's time from ACCEPTED to the server's ACK (`acknowledged`).
+    private(set) var resentTotal = 0
+    private(set) var redeliveredTotal = 0
+    var acknowledged: (Duration) -> Void = { _ in }
+    var now: () -> ContinuousClock.Instant = { .now }
     var limits: SessionLimits
     private var random: Random
 
@@ -819,7 +825,7 @@ extension SessionRouter {
                 let keep = session.loadedCount == session.outbox.count && session.outboundLoad == nil && !session.isFailed
                     && fits(bytes, session)
                 session.outbox.append(.init(seq: session.sentSeq, bytes: bytes, deadlineMS: next.deadlineMS, mayBeHeld: false,
-                                            payload: keep ? next.payload : nil))
+                                            payload: keep ? next.payload : nil, acceptedAt: now()))
                 if keep {
                     session.loadedCount += 1
                     session.loadedBytes += bytes
@@ -874,6 +880,7 @@ extension SessionRouter {
             // The rest of the window is still in the store (or being read).
             guard session.transmittedCount < session.loadedCount, let payload = message.payload else { break }
             session.outbox[index].mayBeHeld = true
+            if message.transmitted { resentTotal += 1 } else { session.outbox[index].transmitted = true }
             session.transmittedCount += 1
             let wireSeq = session.wireAckedSeq + UInt64(session.transmittedCount)
             actions.append(.send(.data(DataFrame(session: id, seq: wireSeq, body: payload))))
@@ -956,6 +963,7 @@ extension SessionRouter {
         let seq = session.outbox[session.outbox.index(session.outbox.startIndex, offsetBy: count - 1)].seq
         for _ in 0..<count {
             let entry = session.outbox.removeFirst()
+            if let accepted = entry.acceptedAt { acknowledged(now() - accepted) }
             session.outboxBytes -= entry.bytes
             outboxBytesByUID[session.owner, default: 0] -= entry.bytes
             if entry.payload != nil {
@@ -1214,7 +1222,7 @@ extension SessionRouter {
             batch.append(first)
             bytes += first.payload.readableBytes
         }
-        taken.dispatchedSeq += UInt64(batch.count)
+        redeliveredTotal += taken.dispatch(batch.count)
         taken.inboxWindowBytes -= bytes
         windowBytes -= bytes
         var actions: [SessionAction] = batch.isEmpty ? [] : [.deliver(client: client, session: id, batch)]

@@ -59,8 +59,8 @@ struct MetricsSnapshot {
     /// `imagentd_` prefix, by type (a labelled one as an object by label value,
     /// a histogram as its count and sum), and the whole exposition text as
     /// `prometheus`. For a client that is not an admin (`own` given): the link's
-    /// figures and its own sessions' counts only; nothing about other users,
-    /// the store or the traffic.
+    /// counters and gauges and its own sessions' counts only; nothing about other
+    /// users, the store or the traffic, no histograms.
     func json(_ metrics: DaemonMetrics, restrictedTo own: (sessions: Int, outbox: Int, inbox: Int)? = nil) -> String {
         let admin = own == nil
         var json = JSONWriter()
@@ -97,23 +97,23 @@ struct MetricsSnapshot {
             json.field("store_wal_bytes", storeWALBytes)
         }
         json.endObject()
-        json.beginObject("histograms")
-        json.beginObject("link_handshake_stage_seconds")
-        for stage in ConnectStage.allCases {
-            if let histogram = metrics.stageDurations[stage] { Self.write(histogram, as: "\(stage)", into: &json) }
-        }
-        json.endObject()
-        Self.write(metrics.roundTrips, as: "link_round_trip_seconds", into: &json)
         if admin {
+            json.beginObject("histograms")
+            json.beginObject("link_handshake_stage_seconds")
+            for stage in ConnectStage.allCases {
+                if let histogram = metrics.stageDurations[stage] { Self.write(histogram, as: "\(stage)", into: &json) }
+            }
+            json.endObject()
+            Self.write(metrics.roundTrips, as: "link_round_trip_seconds", into: &json)
             Self.write(metrics.sendAckLatency, as: "send_ack_seconds", into: &json)
             Self.write(metrics.storeCommitDurations, as: "store_commit_seconds", into: &json)
             json.beginObject("store_commit_operations")
             json.field("count", metrics.storeCommitOperations.count)
             json.field("sum", metrics.storeCommitOperations.sum)
             json.endObject()
+            json.endObject()
+            json.field("prometheus", String(decoding: metrics.exposition(), as: UTF8.self))
         }
-        json.endObject()
-        if admin { json.field("prometheus", String(decoding: metrics.exposition(), as: UTF8.self)) }
         json.endObject()
         return json.text
     }

@@ -419,7 +419,7 @@ final class DaemonCore: IPCRequestHandler {
             traffic: link.trafficCounts, rtt: linkStatus.smoothedRTT, heartbeatInterval: linkStatus.heartbeatInterval, ipcClients: clients.count,
             sessions: counts.sessions, outboxMessages: counts.outbox, inboxMessages: counts.inbox,
             outboxBytes: queue.outbox, windowBytes: queue.memory, messagesExpired: sessions.expiredTotal,
-            messagesResent: sessions.resentTotal, messagesRedelivered: sessions.redeliveredTotal,
+            messagesAccepted: sessions.acceptedTotal, messagesReceived: sessions.receivedTotal, messagesResent: sessions.resentTotal, messagesRedelivered: sessions.redeliveredTotal,
             storeFailures: sessions.storeFailuresTotal, storeDatabaseBytes: files.database, storeWALBytes: files.wal)
     }
 

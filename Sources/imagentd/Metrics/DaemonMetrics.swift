@@ -38,6 +38,8 @@ final class DaemonMetrics {
     let outboxBytes: Gauge
     let windowBytes: Gauge
     let messagesExpired: MirroredCounter
+    let messagesAccepted: MirroredCounter
+    let messagesReceived: MirroredCounter
     let messagesResent: MirroredCounter
     let messagesRedelivered: MirroredCounter
     /// From a SEND's ACCEPTED to the server's ACK of it.
@@ -92,6 +94,10 @@ final class DaemonMetrics {
                                            help: "Inbound messages stored and not yet acknowledged by a local client.")
         messagesExpired = MirroredCounter(registry.counter("imagentd_messages_expired_total",
                                                                help: "Outbound messages given up (TTL passed or too large for the server)."))
+        messagesAccepted = MirroredCounter(registry.counter("imagentd_messages_accepted_total",
+                                                            help: "Outbound messages accepted from local clients (stored, ACCEPTED sent)."))
+        messagesReceived = MirroredCounter(registry.counter("imagentd_messages_received_total",
+                                                            help: "Inbound messages from the server stored (duplicates not counted)."))
         messagesResent = MirroredCounter(registry.counter("imagentd_messages_resent_total",
                                                           help: "Outbound DATA written again on a later link (the server had not acknowledged it)."))
         messagesRedelivered = MirroredCounter(registry.counter("imagentd_messages_redelivered_total",

@@ -17,7 +17,9 @@ struct MetricsSnapshot {
     var outboxBytes: Int
     var windowBytes: Int
     var messagesExpired: Int
-    /// DATA written again on a later link; MESSAGEs handed to a client again.
+    /// SENDs accepted; inbound messages stored; DATA written again on a later link; MESSAGEs handed to a client again.
+    var messagesAccepted: Int
+    var messagesReceived: Int
     var messagesResent: Int
     var messagesRedelivered: Int
     /// Local store failures (disk or database), which dropped the link without blaming the server.
@@ -49,6 +51,8 @@ struct MetricsSnapshot {
         metrics.windowBytes.set(to: Double(windowBytes))
         metrics.storeFailures.update(to: storeFailures)
         metrics.messagesExpired.update(to: messagesExpired)
+        metrics.messagesAccepted.update(to: messagesAccepted)
+        metrics.messagesReceived.update(to: messagesReceived)
         metrics.messagesResent.update(to: messagesResent)
         metrics.messagesRedelivered.update(to: messagesRedelivered)
         metrics.storeDatabaseBytes.set(to: Double(storeDatabaseBytes))
@@ -77,6 +81,8 @@ struct MetricsSnapshot {
             json.field("link_sent_bytes_total", traffic.bytesOut)
             json.field("link_received_bytes_total", traffic.bytesIn)
             json.field("messages_expired_total", messagesExpired)
+            json.field("messages_accepted_total", messagesAccepted)
+            json.field("messages_received_total", messagesReceived)
             json.field("messages_resent_total", messagesResent)
             json.field("messages_redelivered_total", messagesRedelivered)
             json.field("store_failures_total", storeFailures)

@@ -95,8 +95,11 @@ struct SessionRouter<Random: RandomNumberGenerator> {
     private(set) var outboxBytesByUID: [UInt32: Int] = [:]
     /// Wall-clock time in ms since the Unix epoch, for TTLs (a fixed clock in tests).
     var clock: () -> Int64 = { 0 }
-    /// For the metrics: DATA written again on a later link, MESSAGEs handed to a client again,
+    /// For the metrics: SENDs accepted (stored), inbound messages stored (duplicates not),
+    /// DATA written again on a later link, MESSAGEs handed to a client again,
     /// and each outbound message's time from ACCEPTED to the server's ACK (`acknowledged`).
+    private(set) var acceptedTotal = 0
+    private(set) var receivedTotal = 0
     private(set) var resentTotal = 0
     private(set) var redeliveredTotal = 0
     var acknowledged: (Duration) -> Void = { _ in }
@@ -817,6 +820,7 @@ extension SessionRouter {
             while let next = session.storingOut[session.sentSeq + 1], next.stored {
                 session.storingOut[session.sentSeq + 1] = nil
                 session.sentSeq += 1
+                acceptedTotal += 1
                 let bytes = next.payload.readableBytes
                 session.storingOutBytes -= bytes
                 session.outboxBytes += bytes
@@ -1135,6 +1139,7 @@ extension SessionRouter {
             while let next = session.storingIn[session.receivedSeq + 1], next.stored {
                 session.storingIn[session.receivedSeq + 1] = nil
                 session.receivedSeq += 1
+                receivedTotal += 1
                 // Kept in the window for a reading client when it follows the window and
                 // fits; otherwise read back from the store when the client gets to it.
                 let bytes = next.payload.readableBytes

@@ -31,7 +31,10 @@ final class SessionService: LinkSessionDelegate {
     private(set) var storeFailuresTotal = 0
     /// Each outbound message's time from ACCEPTED to the server's ACK (set by `DaemonCore`).
     var onAcknowledged: ((Duration) -> Void)?
-    /// DATA written again after a reconnect, and MESSAGEs handed to a client again, for METRICS.
+    /// SENDs accepted, inbound messages stored, DATA written again after a reconnect, and
+    /// MESSAGEs handed to a client again, for METRICS.
+    var acceptedTotal: Int { router.acceptedTotal }
+    var receivedTotal: Int { router.receivedTotal }
     var resentTotal: Int { router.resentTotal }
     var redeliveredTotal: Int { router.redeliveredTotal }
     /// The last of them, with its time (ms since the Unix epoch), for STATUS.

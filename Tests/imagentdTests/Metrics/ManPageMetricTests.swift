@@ -48,7 +48,7 @@ import Testing
         var snapshot = MetricsSnapshot(
             linkUp: true, connectAttempts: 1, reconnects: 0, traffic: .init(), rtt: .milliseconds(3),
             heartbeatInterval: .seconds(30), ipcClients: 1, sessions: 1, outboxMessages: 0, inboxMessages: 0,
-            outboxBytes: 0, windowBytes: 0, messagesExpired: 0, messagesResent: 0, messagesRedelivered: 0,
+            outboxBytes: 0, windowBytes: 0, messagesExpired: 0, messagesAccepted: 0, messagesReceived: 0, messagesResent: 0, messagesRedelivered: 0,
             storeFailures: 0, storeDatabaseBytes: 4096, storeWALBytes: 0)
         snapshot.apply(to: metrics)
         let text = String(decoding: metrics.exposition(), as: UTF8.self)
@@ -89,7 +89,7 @@ import Testing
         let snapshot = MetricsSnapshot(
             linkUp: true, connectAttempts: 1, reconnects: 0, traffic: .init(), rtt: .milliseconds(3),
             heartbeatInterval: .seconds(30), ipcClients: 1, sessions: 1, outboxMessages: 0, inboxMessages: 0,
-            outboxBytes: 0, windowBytes: 0, messagesExpired: 0, messagesResent: 0, messagesRedelivered: 0,
+            outboxBytes: 0, windowBytes: 0, messagesExpired: 0, messagesAccepted: 0, messagesReceived: 0, messagesResent: 0, messagesRedelivered: 0,
             storeFailures: 0, storeDatabaseBytes: 4096, storeWALBytes: 0)
         let object = try #require(try JSONSerialization.jsonObject(with: Data(snapshot.json(metrics).utf8)) as? [String: Any])
         var names: [String] = []

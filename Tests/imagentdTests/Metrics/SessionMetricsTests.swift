@@ -20,6 +20,7 @@ import Testing
         // A message first written on the new link is no resend.
         #expect(router.send(id, "m4").dataSeqs == [4])
         #expect(router.resentTotal == 2)
+        #expect(router.acceptedTotal == 4)
     }
 
     @Test func messagesHandedToAClientAgainAfterReattach_countAsRedelivered() {
@@ -35,6 +36,9 @@ import Testing
         let attached = router.completing(router.clientOpen(aliceAgain, request: 1, .init(session: id)), disk: disk)
         #expect(attached.delivered == [3, 4, 5])
         #expect(router.redeliveredTotal == 2)  // 3 and 4 again; 5 is new
+        #expect(router.receivedTotal == 5)
+        _ = router.data(id, 4, disk: disk)  // a duplicate from the server is no new message
+        #expect(router.receivedTotal == 5)
     }
 
     @Test func sendAckLatency_runsFromAcceptedToTheServersAck_onceForEachMessage() {

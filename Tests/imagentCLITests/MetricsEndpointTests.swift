@@ -37,10 +37,21 @@ struct MetricsEndpointTests {
             let json = try await daemon.imagent(["metrics", "--json"])
             let metrics = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
             let counters = try #require(metrics["counters"] as? [String: Any])
-            let gauges = try #require(metrics["gauges"] as? [String: NSNumber])
+            let gauges = try #require(metrics["gauges"] as? [String: Any])
             #expect((counters["link_connect_attempts_total"] as? NSNumber)?.doubleValue == value(families, "imagentd_link_connect_attempts_total"))
-            #expect(gauges["sessions"]?.doubleValue == 1)
-            #expect(gauges["link_up"]?.doubleValue == 1)
+            #expect((gauges["sessions"] as? NSNumber)?.doubleValue == 1)
+            // The same set: every family of the scrape is in METRICS under its name without the prefix,
+            // in the section of its type, and in `imagent metrics`' human output.
+            let human = try await daemon.imagent(["metrics"])
+            #expect(human.status == 0, "\(human.stderr)")
+            let sections = ["counter": "counters", "gauge": "gauges", "histogram": "histograms"]
+            for (name, family) in families {
+                let section = try #require(sections[family["type"] as? String ?? ""], "\(name): \(family)")
+                let key = String(name.dropFirst("imagentd_".count)) + (family["type"] as? String == "counter" ? "_total" : "")
+                #expect((metrics[section] as? [String: Any])?[key] != nil, "\(key) is not in METRICS' \(section)")
+                #expect(human.stdout.contains("  " + key), "\(key) is not in imagent metrics' output:\n\(human.stdout)")
+            }
+            #expect((gauges["link_up"] as? NSNumber)?.doubleValue == 1)
             // `imagent metrics --prometheus` prints what the endpoint serves: the same families.
             let text = try await daemon.imagent(["metrics", "--prometheus"])
             let fromCLI = try await parse(text: text.stdout)

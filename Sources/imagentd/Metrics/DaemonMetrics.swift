@@ -54,12 +54,18 @@ final class DaemonMetrics {
     /// Gauges exported only while their value is known (`setKnown`).
     private var knownGauges: [String: Gauge] = [:]
 
+    /// `imagentd_build_info`'s label and `imagentd_start_time_seconds`, for METRICS' JSON.
+    let version: String
+    let startTimeSeconds: Double
+
     init(version: String, startedAtUnixMS: UInt64 = UInt64(WallClock.nowMS())) {
+        self.version = version
+        startTimeSeconds = Double(startedAtUnixMS) / 1000
         let registry = self.registry
         registry.gauge("imagentd_build_info", labels: [("version", version)],
                            help: "Always 1; the label says which imagentd runs.").set(to: 1)
         registry.gauge("imagentd_start_time_seconds", help: "When imagentd started, in seconds since the Unix epoch.")
-            .set(to: Double(startedAtUnixMS) / 1000)
+            .set(to: startTimeSeconds)
         linkUp = registry.gauge("imagentd_link_up", help: "1 while the link is connected (after LOGIN_OK), else 0.")
         linkAttempts = MirroredCounter(registry.counter("imagentd_link_connect_attempts_total",
                                                             help: "Connection attempts started since imagentd started."))

@@ -89,6 +89,10 @@ struct MetricsSnapshot {
         }
         json.endObject()
         json.beginObject("gauges")
+        json.beginObject("build_info")
+        json.field(metrics.version, 1)
+        json.endObject()
+        json.field("start_time_seconds", metrics.startTimeSeconds)
         json.field("link_up", linkUp ? 1 : 0)
         if let rtt { json.field("link_rtt_seconds", rtt.seconds) }
         if linkUp, let heartbeatInterval { json.field("heartbeat_interval_seconds", heartbeatInterval.seconds) }

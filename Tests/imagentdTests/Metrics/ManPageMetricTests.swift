@@ -95,7 +95,8 @@ import Testing
         var names: [String] = []
         func collect(_ value: Any, _ key: String) {
             names.append(key)
-            guard let members = value as? [String: Any], key != "link_handshake_stage_seconds" else { return }
+            // The members of these two are values (stages, the version), not names.
+            guard let members = value as? [String: Any], !["link_handshake_stage_seconds", "build_info"].contains(key) else { return }
             for (name, member) in members where !["count", "sum"].contains(name) { collect(member, name) }
         }
         for (key, value) in object { collect(value, key) }

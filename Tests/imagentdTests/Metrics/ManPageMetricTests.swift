@@ -42,15 +42,17 @@ import Testing
         return metrics
     }
 
+    /// A connected daemon's figures: every gauge known (RTT, heartbeat interval).
+    static let connected = MetricsSnapshot(
+        linkUp: true, connectAttempts: 1, reconnects: 0, traffic: .init(), rtt: .milliseconds(3),
+        heartbeatInterval: .seconds(30), ipcClients: 1, sessions: 1, outboxMessages: 0, inboxMessages: 0,
+        outboxBytes: 0, windowBytes: 0, messagesExpired: 0, messagesAccepted: 0, messagesReceived: 0, messagesResent: 0,
+        messagesRedelivered: 0, storeFailures: 0, storeDatabaseBytes: 4096, storeWALBytes: 0)
+
     /// What the registry exports with every gauge known: `# TYPE` lines and the label names of the samples.
     static func exportedMetrics() -> [String: Documented] {
         let metrics = DaemonMetrics(version: "9.9.9")
-        var snapshot = MetricsSnapshot(
-            linkUp: true, connectAttempts: 1, reconnects: 0, traffic: .init(), rtt: .milliseconds(3),
-            heartbeatInterval: .seconds(30), ipcClients: 1, sessions: 1, outboxMessages: 0, inboxMessages: 0,
-            outboxBytes: 0, windowBytes: 0, messagesExpired: 0, messagesAccepted: 0, messagesReceived: 0, messagesResent: 0, messagesRedelivered: 0,
-            storeFailures: 0, storeDatabaseBytes: 4096, storeWALBytes: 0)
-        snapshot.apply(to: metrics)
+        Self.connected.apply(to: metrics)
         let text = String(decoding: metrics.exposition(), as: UTF8.self)
         var exported: [String: Documented] = [:]
         for line in text.split(separator: "\n") {
@@ -86,12 +88,7 @@ import Testing
     @Test func everyMemberOfMETRICS_isNamedInImagentIPC7() throws {
         let page = try String(contentsOfFile: "man/imagent-ipc.7", encoding: .utf8)
         let metrics = DaemonMetrics(version: "9.9.9")
-        let snapshot = MetricsSnapshot(
-            linkUp: true, connectAttempts: 1, reconnects: 0, traffic: .init(), rtt: .milliseconds(3),
-            heartbeatInterval: .seconds(30), ipcClients: 1, sessions: 1, outboxMessages: 0, inboxMessages: 0,
-            outboxBytes: 0, windowBytes: 0, messagesExpired: 0, messagesAccepted: 0, messagesReceived: 0, messagesResent: 0, messagesRedelivered: 0,
-            storeFailures: 0, storeDatabaseBytes: 4096, storeWALBytes: 0)
-        let object = try #require(try JSONSerialization.jsonObject(with: Data(snapshot.json(metrics).utf8)) as? [String: Any])
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(Self.connected.json(metrics).utf8)) as? [String: Any])
         var names: [String] = []
         func collect(_ value: Any, _ key: String) {
             names.append(key)

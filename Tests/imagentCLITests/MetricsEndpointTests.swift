@@ -97,6 +97,37 @@ struct MetricsEndpointTests {
         }
     }
 
+    @Test func dataUnacknowledgedWhenTheLinkDrops_isCountedResent_andTheReconnectByItsCause() async throws {
+        let port = try freeLoopbackPort()
+        try await withRealDaemon(extraConfig: "[metrics]\nprometheus_listen = \"127.0.0.1:\(port)\"") { daemon in
+            _ = try await daemon.waitForLink("connected")
+            let opened = try await daemon.imagent(["open", "echo", "-q"])
+            let session = opened.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            // The server reads nothing: the ten DATA frames written stay unacknowledged, and are lost with the link.
+            _ = await daemon.server.execute(line: "stall on")
+            let sent = try await daemon.imagent(["send", session, "--lines"], stdin: (1...10).map { "m\($0)\n" }.joined())
+            #expect(sent.status == 0, "\(sent.stderr)")
+            _ = await daemon.server.execute(line: "drop")
+            _ = await daemon.server.execute(line: "stall off")
+
+            var last: PrometheusScrape?
+            for _ in 0..<150 {
+                let scrape = try await PrometheusScrape(url: "http://127.0.0.1:\(port)/metrics")
+                last = scrape
+                if scrape.value("imagentd_link_up") == 1, scrape.value("imagentd_outbox_messages") == 0 { break }
+                try await Task.sleep(for: .milliseconds(200))
+            }
+            let scrape = try #require(last)
+            #expect(scrape.value("imagentd_outbox_messages") == 0, "the ten messages never reached the server")
+            #expect(scrape.value("imagentd_messages_accepted_total") == 10)
+            #expect(scrape.value("imagentd_messages_resent_total") == 10)
+            #expect(scrape.value("imagentd_send_ack_seconds_count") == 10)
+            let reconnects = try #require(scrape.value("imagentd_link_reconnects_total"))
+            #expect(reconnects >= 1)
+            #expect(scrape.sum("imagentd_link_reconnects_by_cause_total") == reconnects)
+        }
+    }
+
     // MARK: helpers
 
     private func freeLoopbackPort() throws -> Int { try PrometheusScrape.freeLoopbackPort() }

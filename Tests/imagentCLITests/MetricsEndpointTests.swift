@@ -1,3 +1,4 @@
+import AgentIPC
 import Foundation
 import IMAgentTestKit
 import Testing
@@ -125,6 +126,28 @@ struct MetricsEndpointTests {
             let reconnects = try #require(scrape.value("imagentd_link_reconnects_total"))
             #expect(reconnects >= 1)
             #expect(scrape.sum("imagentd_link_reconnects_by_cause_total") == reconnects)
+        }
+    }
+
+    @Test func messagesNotAcknowledgedByAClientThatLeft_areCountedRedelivered_whenTheNextAttaches() async throws {
+        let port = try freeLoopbackPort()
+        try await withRealDaemon(extraConfig: "[metrics]\nprometheus_listen = \"127.0.0.1:\(port)\"") { daemon in
+            _ = try await daemon.waitForLink("connected")
+            let client = try await IPCClient.connect(socketPath: daemon.socketPath, clientName: "no-acks")
+            let session = try await client.open(service: "echo").session
+            var events = client.events.makeAsyncIterator()
+            for n in 1...5 { _ = try await client.send(session: session, text: "m\(n)") }
+            // The five echoes arrive; this client acknowledges none and goes away.
+            var heard = 0
+            while heard < 5, let event = try await events.next() {
+                if case .message = event { heard += 1 }
+            }
+            await client.close()
+            let listened = try await daemon.imagent(["--timeout", "30", "listen", "\(session)", "--count", "5"])
+            #expect(listened.status == 0, "\(listened.stderr)")
+            let scrape = try await PrometheusScrape(url: "http://127.0.0.1:\(port)/metrics")
+            #expect(scrape.value("imagentd_messages_received_total") == 5)
+            #expect(scrape.value("imagentd_messages_redelivered_total") == 5)
         }
     }
 

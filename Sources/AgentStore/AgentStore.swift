@@ -41,13 +41,15 @@ public final class AgentStore: Sendable {
     ///
     /// Fails with `StoreError.schemaTooNew` for a database written by a newer
     /// imagentd, and with `.io`/`.corrupt`/`.database` when SQLite cannot open it.
-    public static func open(_ configuration: StoreConfiguration, on loop: EventLoop) -> EventLoopFuture<AgentStore> {
+    /// `observer` hears every committed transaction (see `StoreCommitObserver`).
+    public static func open(_ configuration: StoreConfiguration, on loop: EventLoop,
+                            observer: StoreCommitObserver? = nil) -> EventLoopFuture<AgentStore> {
         let pool = NIOThreadPool(numberOfThreads: 1)
         pool.start()
         let statistics = NIOLockedValueBox(StoreStatistics())
         return pool.runIfActive(eventLoop: loop) {
             // Opened on the writer thread, which is the only one that will ever use the connection.
-            try StoreWriter(configuration: configuration, statistics: statistics)
+            try StoreWriter(configuration: configuration, statistics: statistics, observer: observer)
         }.map { writer in
             AgentStore(configuration: configuration,
                        queue: CommitQueue(writer: writer, pool: pool, maximumBatchOperations: configuration.maximumBatchOperations),

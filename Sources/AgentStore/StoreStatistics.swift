@@ -17,3 +17,8 @@ public struct StoreStatistics: Sendable, Hashable {
 
     public init() {}
 }
+
+/// Told of every committed transaction, on the writer thread: how long it took
+/// (BEGIN to the end of COMMIT, the fsync included at `.power`) and how many
+/// operations it held. For a daemon's histograms, without the store knowing of metrics.
+public typealias StoreCommitObserver = @Sendable (_ duration: Duration, _ operations: Int) -> Void

@@ -27,6 +27,7 @@ final class StoreWriter: @unchecked Sendable {
     private let database: SQLiteDatabase
     private let applier: OperationApplier
     private let statistics: NIOLockedValueBox<StoreStatistics>
+    private let observer: StoreCommitObserver?
 
     private let begin: SQLiteStatement
     private let commit: SQLiteStatement
@@ -40,7 +41,8 @@ final class StoreWriter: @unchecked Sendable {
     static let walSizeLimitBytes = 8 * 1024 * 1024
 
     /// Opens the database, brings its schema up to date and applies the size limit.
-    init(configuration: StoreConfiguration, statistics: NIOLockedValueBox<StoreStatistics>) throws {
+    init(configuration: StoreConfiguration, statistics: NIOLockedValueBox<StoreStatistics>,
+         observer: StoreCommitObserver? = nil) throws {
         do {
             database = try SQLiteDatabase(path: configuration.path, walMode: true, busyTimeoutMS: 5000,
                                           synchronous: configuration.durability.synchronous)
@@ -59,6 +61,7 @@ final class StoreWriter: @unchecked Sendable {
             throw StoreError(error)
         }
         self.statistics = statistics
+        self.observer = observer
     }
 
     /// Applies `batch` (one entry per submission) in as few transactions as the
@@ -90,6 +93,7 @@ final class StoreWriter: @unchecked Sendable {
         var outcomes: [Result<[StoreResult], StoreError>] = []
         outcomes.reserveCapacity(indices.count)
         var operationCount = 0
+        let started = ContinuousClock.now
         do {
             try step(begin)
             for index in indices {
@@ -106,6 +110,7 @@ final class StoreWriter: @unchecked Sendable {
             throw error
         }
         applier.transactionCommitted()
+        observer?(ContinuousClock.now - started, operationCount)
         statistics.withLockedValue {
             $0.commits += 1
             $0.operations += operationCount

@@ -19,7 +19,11 @@ final class LoadCluster: @unchecked Sendable {
 
     static let binaries = ImagentProcess.binary.deletingLastPathComponent()
 
-    init() throws {
+    /// Appended to the daemon's configuration (a `[metrics]` table, say).
+    private let extraConfig: String
+
+    init(extraConfig: String = "") throws {
+        self.extraConfig = extraConfig
         directory = try FakeDaemon.makeTemporaryDirectory()
         socketPath = directory + "/imagent.sock"
         configPath = directory + "/imagentd.toml"
@@ -131,6 +135,7 @@ final class LoadCluster: @unchecked Sendable {
                 watch = false
                 [log]
                 level = "warning"
+                \(extraConfig)
                 """.write(toFile: configPath, atomically: true, encoding: .utf8)
         }
         // A killed daemon leaves its socket file; waiting for it to exist must mean the new one's.
@@ -242,8 +247,8 @@ final class LoadCluster: @unchecked Sendable {
 }
 
 /// Runs `body` with a new cluster (server and daemon started) and always stops it.
-func withLoadCluster<Result>(_ body: (LoadCluster) async throws -> Result) async throws -> Result {
-    let cluster = try LoadCluster()
+func withLoadCluster<Result>(extraConfig: String = "", _ body: (LoadCluster) async throws -> Result) async throws -> Result {
+    let cluster = try LoadCluster(extraConfig: extraConfig)
     do {
         try await cluster.startServer()
         try await cluster.startDaemon()

@@ -1,3 +1,4 @@
+import AgentIPC
 import Foundation
 import IMAgentTestKit
 import Testing
@@ -36,11 +37,22 @@ struct MetricsEndpointTests {
             // METRICS over the socket: the same names and values.
             let json = try await daemon.imagent(["metrics", "--json"])
             let metrics = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
-            let counters = try #require(metrics["counters"] as? [String: NSNumber])
-            let gauges = try #require(metrics["gauges"] as? [String: NSNumber])
-            #expect(counters["link_connect_attempts_total"]?.doubleValue == value(families, "imagentd_link_connect_attempts_total"))
-            #expect(gauges["sessions"]?.doubleValue == 1)
-            #expect(gauges["link_up"]?.doubleValue == 1)
+            let counters = try #require(metrics["counters"] as? [String: Any])
+            let gauges = try #require(metrics["gauges"] as? [String: Any])
+            #expect((counters["link_connect_attempts_total"] as? NSNumber)?.doubleValue == value(families, "imagentd_link_connect_attempts_total"))
+            #expect((gauges["sessions"] as? NSNumber)?.doubleValue == 1)
+            // The same set: every family of the scrape is in METRICS under its name without the prefix,
+            // in the section of its type, and in `imagent metrics`' human output.
+            let human = try await daemon.imagent(["metrics"])
+            #expect(human.status == 0, "\(human.stderr)")
+            let sections = ["counter": "counters", "gauge": "gauges", "histogram": "histograms"]
+            for (name, family) in families {
+                let section = try #require(sections[family["type"] as? String ?? ""], "\(name): \(family)")
+                let key = String(name.dropFirst("imagentd_".count)) + (family["type"] as? String == "counter" ? "_total" : "")
+                #expect((metrics[section] as? [String: Any])?[key] != nil, "\(key) is not in METRICS' \(section)")
+                #expect(human.stdout.contains("  " + key), "\(key) is not in imagent metrics' output:\n\(human.stdout)")
+            }
+            #expect((gauges["link_up"] as? NSNumber)?.doubleValue == 1)
             // `imagent metrics --prometheus` prints what the endpoint serves: the same families.
             let text = try await daemon.imagent(["metrics", "--prometheus"])
             let fromCLI = try await parse(text: text.stdout)
@@ -86,52 +98,71 @@ struct MetricsEndpointTests {
         }
     }
 
+    @Test func dataUnacknowledgedWhenTheLinkDrops_isCountedResent_andTheReconnectByItsCause() async throws {
+        let port = try freeLoopbackPort()
+        try await withRealDaemon(extraConfig: "[metrics]\nprometheus_listen = \"127.0.0.1:\(port)\"") { daemon in
+            _ = try await daemon.waitForLink("connected")
+            let opened = try await daemon.imagent(["open", "echo", "-q"])
+            let session = opened.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            // The server reads nothing: the ten DATA frames written stay unacknowledged, and are lost with the link.
+            _ = await daemon.server.execute(line: "stall on")
+            let sent = try await daemon.imagent(["send", session, "--lines"], stdin: (1...10).map { "m\($0)\n" }.joined())
+            #expect(sent.status == 0, "\(sent.stderr)")
+            _ = await daemon.server.execute(line: "drop")
+            _ = await daemon.server.execute(line: "stall off")
+
+            var last: PrometheusScrape?
+            for _ in 0..<150 {
+                let scrape = try await PrometheusScrape(url: "http://127.0.0.1:\(port)/metrics")
+                last = scrape
+                if scrape.value("imagentd_link_up") == 1, scrape.value("imagentd_outbox_messages") == 0 { break }
+                try await Task.sleep(for: .milliseconds(200))
+            }
+            let scrape = try #require(last)
+            #expect(scrape.value("imagentd_outbox_messages") == 0, "the ten messages never reached the server")
+            #expect(scrape.value("imagentd_messages_accepted_total") == 10)
+            #expect(scrape.value("imagentd_messages_resent_total") == 10)
+            #expect(scrape.value("imagentd_send_ack_seconds_count") == 10)
+            let reconnects = try #require(scrape.value("imagentd_link_reconnects_total"))
+            #expect(reconnects >= 1)
+            #expect(scrape.sum("imagentd_link_reconnects_by_cause_total") == reconnects)
+        }
+    }
+
+    @Test func messagesNotAcknowledgedByAClientThatLeft_areCountedRedelivered_whenTheNextAttaches() async throws {
+        let port = try freeLoopbackPort()
+        try await withRealDaemon(extraConfig: "[metrics]\nprometheus_listen = \"127.0.0.1:\(port)\"") { daemon in
+            _ = try await daemon.waitForLink("connected")
+            let client = try await IPCClient.connect(socketPath: daemon.socketPath, clientName: "no-acks")
+            let session = try await client.open(service: "echo").session
+            var events = client.events.makeAsyncIterator()
+            for n in 1...5 { _ = try await client.send(session: session, text: "m\(n)") }
+            // The five echoes arrive; this client acknowledges none and goes away.
+            var heard = 0
+            while heard < 5, let event = try await events.next() {
+                if case .message = event { heard += 1 }
+            }
+            await client.close()
+            let listened = try await daemon.imagent(["--timeout", "30", "listen", "\(session)", "--count", "5"])
+            #expect(listened.status == 0, "\(listened.stderr)")
+            let scrape = try await PrometheusScrape(url: "http://127.0.0.1:\(port)/metrics")
+            #expect(scrape.value("imagentd_messages_received_total") == 5)
+            #expect(scrape.value("imagentd_messages_redelivered_total") == 5)
+        }
+    }
+
     // MARK: helpers
 
-    /// A loopback port nobody listens on right now.
-    private func freeLoopbackPort() throws -> Int {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0
-            }
-        }
-        try #require(bound, "cannot bind a loopback port: errno \(errno)")
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
+    private func freeLoopbackPort() throws -> Int { try PrometheusScrape.freeLoopbackPort() }
 
     /// The sample `name{labels}`'s value in a parsed scrape.
     private func value(_ families: [String: [String: Any]], _ name: String, labels: [String: String] = [:]) -> Double? {
-        for family in families.values {
-            for sample in family["samples"] as? [[String: Any]] ?? [] where sample["name"] as? String == name {
-                let sampleLabels = sample["labels"] as? [String: String] ?? [:]
-                if labels.allSatisfy({ sampleLabels[$0.key] == $0.value }) { return (sample["value"] as? NSNumber)?.doubleValue }
-            }
-        }
-        return nil
+        PrometheusScrape.value(in: families, name, labels: labels)
     }
 
-    /// Fetches and parses with prometheus_client: {"families": {name: {type, help, samples}}}, or {"error": …}.
+    /// Fetches and parses with prometheus_client: {"families": {name: {type, help, samples}}}.
     private func parse(url: String? = nil, text: String? = nil) async throws -> [String: Any] {
-        let script = """
-            import json, sys, urllib.request
-            from prometheus_client.parser import text_string_to_metric_families
-            text = urllib.request.urlopen(sys.argv[1], timeout=10).read().decode() if len(sys.argv) > 1 else sys.stdin.read()
-            families = {}
-            for family in text_string_to_metric_families(text):
-                families[family.name] = {"type": family.type, "help": family.documentation,
-                    "samples": [{"name": s.name, "labels": s.labels, "value": s.value} for s in family.samples]}
-            print(json.dumps({"families": families}))
-            """
-        let output = try await ChildProcess.run(Self.python, ["-c", script] + (url.map { [$0] } ?? []), stdin: text ?? "",
-                                                limit: .seconds(30))
-        try #require(output.status == 0 && !output.signaled, "the Prometheus parser refused the scrape: \(output.stderr)")
-        return try #require(try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [String: Any])
+        ["families": try await PrometheusScrape(url: url, text: text).families]
     }
 
     /// The HTTP status of one request.

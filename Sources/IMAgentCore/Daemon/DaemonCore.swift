@@ -51,7 +51,8 @@ final class DaemonCore: IPCRequestHandler {
 
     init(configuration: DaemonConfiguration, link: LinkEngine, sessions: SessionService, loop: EventLoop, logger: Logger,
          logLevel: LiveLogLevel, reloadConfiguration: (() throws -> DaemonConfiguration)?,
-         configPath: String = "the configuration file", unconfigured: String? = nil) {
+         configPath: String = "the configuration file", unconfigured: String? = nil,
+         metrics: DaemonMetrics = DaemonMetrics(version: DaemonCore.version)) {
         self.configuration = configuration
         self.configPath = configPath
         self.unconfigured = unconfigured
@@ -62,8 +63,10 @@ final class DaemonCore: IPCRequestHandler {
         self.logger = logger
         self.reloadConfiguration = reloadConfiguration
         self.linkStatus = unconfigured.map(LinkStatus.unconfigured) ?? LinkStatus(phase: .stopped(.notStarted))
-        self.metrics = DaemonMetrics(version: Self.version, startedAtUnixMS: UInt64(WallClock.nowMS()))
+        self.metrics = metrics
         sessions.onSessionChange = { [unowned self] change in self.sessionChanged(change) }
+        sessions.onAcknowledged = { [sendAckLatency = metrics.sendAckLatency] in sendAckLatency.record($0) }
+        link.onRTTSample { [roundTrips = metrics.roundTrips] in roundTrips.record($0) }
     }
 
     var welcome: IPCMessage.Welcome {
@@ -393,12 +396,12 @@ final class DaemonCore: IPCRequestHandler {
 
     /// `owner` as in `statusJSON(owner:)`: a non-admin sees the link and its own sessions' figures only.
     func metricsJSON(owner: UInt32? = nil) -> String {
+        let snapshot = metricsSnapshot()
         guard let owner else {
-            let snapshot = metricsSnapshot()
             snapshot.apply(to: metrics)
-            return snapshot.json(histograms: metrics)
+            return snapshot.json(metrics)
         }
-        return metricsSnapshot().json(restrictedTo: sessions.counts(owner: owner))
+        return snapshot.json(metrics, restrictedTo: sessions.counts(owner: owner))
     }
 
     /// What the `prometheus_listen` endpoint serves.
@@ -416,6 +419,7 @@ final class DaemonCore: IPCRequestHandler {
             traffic: link.trafficCounts, rtt: linkStatus.smoothedRTT, heartbeatInterval: linkStatus.heartbeatInterval, ipcClients: clients.count,
             sessions: counts.sessions, outboxMessages: counts.outbox, inboxMessages: counts.inbox,
             outboxBytes: queue.outbox, windowBytes: queue.memory, messagesExpired: sessions.expiredTotal,
+            messagesAccepted: sessions.acceptedTotal, messagesReceived: sessions.receivedTotal, messagesResent: sessions.resentTotal, messagesRedelivered: sessions.redeliveredTotal,
             storeFailures: sessions.storeFailuresTotal, storeDatabaseBytes: files.database, storeWALBytes: files.wal)
     }
 

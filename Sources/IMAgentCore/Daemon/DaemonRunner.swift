@@ -26,6 +26,7 @@ enum DaemonRunner {
         if let unconfigured { logger.warning("unconfigured: \(unconfigured)") }
         let link = LinkEngine(prepared: unconfigured == nil ? try LinkEngine.prepare(LinkConfiguration(configuration)) : nil,
                               eventLoop: loop, logger: logger)
+        let metrics = DaemonMetrics(version: DaemonCore.version)
         let persistence: SQLiteSessionPersistence
         do {
             // A missing store directory is made 0700, the database 0600, whatever the umask.
@@ -35,7 +36,8 @@ enum DaemonRunner {
             }
             persistence = try await SQLiteSessionPersistence.open(directory: configuration.store.directory,
                                                                   durability: configuration.store.durability,
-                                                                  maxBytes: configuration.store.maxBytes, on: loop).get()
+                                                                  maxBytes: configuration.store.maxBytes, on: loop,
+                                                                  commitObserver: metrics.storeCommitObserver).get()
         } catch {
             logger.critical("cannot open the store in \(configuration.store.directory): \(error)")
             await link.shutdown()
@@ -48,7 +50,7 @@ enum DaemonRunner {
                                           persistence: persistence, link: link, loop: loop, logger: logger)
             let core = DaemonCore(configuration: configuration, link: link, sessions: sessions, loop: loop, logger: logger,
                                   logLevel: logLevel, reloadConfiguration: reload, configPath: configPath,
-                                  unconfigured: unconfigured)
+                                  unconfigured: unconfigured, metrics: metrics)
             let bound = NIOLoopBound(core, eventLoop: loop)
             return sessions.start().map { bound }
         }.get()

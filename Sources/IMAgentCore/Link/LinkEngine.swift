@@ -258,6 +258,11 @@ final class LinkEngine: Sendable {
         traffic.counts
     }
 
+    /// *On the loop.* Hears every RTT sample of every link (for the RTT histogram). Replaces the previous one.
+    func onRTTSample(_ callback: @escaping (Duration) -> Void) {
+        traffic.rttSampled = callback
+    }
+
     /// *On the loop.* The daemon's own store failed: drop the link without ERROR and back off.
     func localFailure(_ reason: String) {
         current.value.core?.localFailure(reason)

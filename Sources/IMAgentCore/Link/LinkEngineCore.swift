@@ -71,6 +71,8 @@ final class LinkEngineCore {
     /// The heartbeat interval (and smoothed RTT) whenever the interval changes on a connected link.
     var onHeartbeat: ((Duration, Duration?) -> Void)?
     private var reportedInterval: Duration?
+    /// RTT samples already handed to `traffic.rttSampled`.
+    private var reportedSamples = 0
     private var streams: [Int: AsyncStream<LinkTransition>.Continuation] = [:]
     private var nextStreamKey = 0
     private var shutdownPromises: [EventLoopPromise<Void>] = []
@@ -368,7 +370,7 @@ final class LinkEngineCore {
     }
 
     private func perform(_ action: Heartbeat.Action) {
-        defer { reportHeartbeat() }
+        defer { reportHeartbeat(); reportRTTSample() }
         switch action {
         case .none:
             break
@@ -397,6 +399,13 @@ final class LinkEngineCore {
         guard interval != reportedInterval else { return }
         reportedInterval = interval
         onHeartbeat?(interval, heartbeat.rtt.smoothed)
+    }
+
+    /// The metrics hear each RTT sample once (a PONG's, or HELLO_OK's seed before the heartbeat starts).
+    private func reportRTTSample() {
+        guard heartbeat.rtt.samples != reportedSamples else { return }
+        reportedSamples = heartbeat.rtt.samples
+        if let sample = heartbeat.rtt.latest { traffic.rttSampled?(sample) }
     }
 
     private func armHeartbeatTimer(_ id: Heartbeat.TimerID, deadline: MonotonicInstant) {
@@ -610,6 +619,7 @@ final class LinkEngineCore {
         switch to {
         case .connected:
             establishedCount += 1
+            traffic.linkEstablished()
             connectedSinceUnixMS = unixMilliseconds()
         case .disconnecting, .waitingToReconnect, .waitingForNetwork, .stopped(.refused):
             lastError = reason
@@ -623,6 +633,7 @@ final class LinkEngineCore {
             heartbeatTimer?.cancel()
             heartbeatTimer = nil
             connectedSinceUnixMS = nil
+            traffic.linkLost(machine.lastFailure)
             sessionDelegate?.linkLost(reason: reason)
         }
         var snapshot = status

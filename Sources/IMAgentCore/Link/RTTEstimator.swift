@@ -28,8 +28,13 @@ struct RTTEstimator: Hashable, Sendable {
 
     private(set) var smoothed: Duration?
     private(set) var variation: Duration?
+    /// Samples taken and the last of them, for the RTT histogram.
+    private(set) var samples = 0
+    private(set) var latest: Duration?
 
     mutating func add(sample: Duration) {
+        samples += 1
+        latest = sample
         guard let smoothed, let variation else {
             self.smoothed = sample
             self.variation = sample / 2

@@ -17,6 +17,11 @@ struct MetricsSnapshot {
     var outboxBytes: Int
     var windowBytes: Int
     var messagesExpired: Int
+    /// SENDs accepted; inbound messages stored; DATA written again on a later link; MESSAGEs handed to a client again.
+    var messagesAccepted: Int
+    var messagesReceived: Int
+    var messagesResent: Int
+    var messagesRedelivered: Int
     /// Local store failures (disk or database), which dropped the link without blaming the server.
     var storeFailures: Int
     var storeDatabaseBytes: Int
@@ -31,6 +36,7 @@ struct MetricsSnapshot {
         metrics.framesReceived.update(to: traffic.framesIn)
         metrics.bytesSent.update(to: traffic.bytesOut)
         metrics.bytesReceived.update(to: traffic.bytesIn)
+        for (cause, counter) in metrics.reconnectsByCause { counter.update(to: traffic.reconnects[cause] ?? 0) }
         metrics.setKnown("imagentd_link_rtt_seconds",
                          help: "Smoothed round-trip time of the link's PING/PONG; absent before the first sample.",
                          to: rtt?.seconds)
@@ -45,72 +51,87 @@ struct MetricsSnapshot {
         metrics.windowBytes.set(to: Double(windowBytes))
         metrics.storeFailures.update(to: storeFailures)
         metrics.messagesExpired.update(to: messagesExpired)
+        metrics.messagesAccepted.update(to: messagesAccepted)
+        metrics.messagesReceived.update(to: messagesReceived)
+        metrics.messagesResent.update(to: messagesResent)
+        metrics.messagesRedelivered.update(to: messagesRedelivered)
         metrics.storeDatabaseBytes.set(to: Double(storeDatabaseBytes))
         metrics.storeWALBytes.set(to: Double(storeWALBytes))
     }
 
-    /// METRICS' document for a client that is not an admin: the link's figures and
-    /// `own` (its own sessions' counts); nothing about other users, the store or the traffic.
-    func json(restrictedTo own: (sessions: Int, outbox: Int, inbox: Int)) -> String {
+    /// METRICS' document: the metrics under their exported names without the
+    /// `imagentd_` prefix, by type (a labelled one as an object by label value,
+    /// a histogram as its count and sum), and the whole exposition text as
+    /// `prometheus`. For a client that is not an admin (`own` given): the link's
+    /// counters and gauges and its own sessions' counts only; nothing about other
+    /// users, the store or the traffic, no histograms.
+    func json(_ metrics: DaemonMetrics, restrictedTo own: (sessions: Int, outbox: Int, inbox: Int)? = nil) -> String {
+        let admin = own == nil
         var json = JSONWriter()
         json.beginObject()
         json.beginObject("counters")
         json.field("link_connect_attempts_total", connectAttempts)
         json.field("link_reconnects_total", reconnects)
+        json.beginObject("link_reconnects_by_cause_total")
+        for cause in ReconnectCause.allCases { json.field(cause.rawValue, traffic.reconnects[cause] ?? 0) }
+        json.endObject()
+        if admin {
+            json.field("link_sent_frames_total", traffic.framesOut)
+            json.field("link_received_frames_total", traffic.framesIn)
+            json.field("link_sent_bytes_total", traffic.bytesOut)
+            json.field("link_received_bytes_total", traffic.bytesIn)
+            json.field("messages_expired_total", messagesExpired)
+            json.field("messages_accepted_total", messagesAccepted)
+            json.field("messages_received_total", messagesReceived)
+            json.field("messages_resent_total", messagesResent)
+            json.field("messages_redelivered_total", messagesRedelivered)
+            json.field("store_failures_total", storeFailures)
+        }
         json.endObject()
         json.beginObject("gauges")
+        json.beginObject("build_info")
+        json.field(metrics.version, 1)
+        json.endObject()
+        json.field("start_time_seconds", metrics.startTimeSeconds)
         json.field("link_up", linkUp ? 1 : 0)
         if let rtt { json.field("link_rtt_seconds", rtt.seconds) }
         if linkUp, let heartbeatInterval { json.field("heartbeat_interval_seconds", heartbeatInterval.seconds) }
-        json.field("sessions", own.sessions)
-        json.field("outbox_messages", own.outbox)
-        json.field("inbox_messages", own.inbox)
+        if admin { json.field("ipc_clients", ipcClients) }
+        json.field("sessions", own?.sessions ?? sessions)
+        json.field("outbox_messages", own?.outbox ?? outboxMessages)
+        json.field("inbox_messages", own?.inbox ?? inboxMessages)
+        if admin {
+            json.field("outbox_bytes", outboxBytes)
+            json.field("store_memory_bytes", windowBytes)
+            json.field("store_database_bytes", storeDatabaseBytes)
+            json.field("store_wal_bytes", storeWALBytes)
+        }
         json.endObject()
+        if admin {
+            json.beginObject("histograms")
+            json.beginObject("link_handshake_stage_seconds")
+            for stage in ConnectStage.allCases {
+                if let histogram = metrics.stageDurations[stage] { Self.write(histogram, as: "\(stage)", into: &json) }
+            }
+            json.endObject()
+            Self.write(metrics.roundTrips, as: "link_round_trip_seconds", into: &json)
+            Self.write(metrics.sendAckLatency, as: "send_ack_seconds", into: &json)
+            Self.write(metrics.storeCommitDurations, as: "store_commit_seconds", into: &json)
+            json.beginObject("store_commit_operations")
+            json.field("count", metrics.storeCommitOperations.count)
+            json.field("sum", metrics.storeCommitOperations.sum)
+            json.endObject()
+            json.endObject()
+            json.field("prometheus", String(decoding: metrics.exposition(), as: UTF8.self))
+        }
         json.endObject()
         return json.text
     }
 
-    /// METRICS' document: the same metrics under the same names (without the
-    /// `imagentd_` prefix) by type, and the whole exposition text as `prometheus`.
-    func json(histograms metrics: DaemonMetrics) -> String {
-        var json = JSONWriter()
-        json.beginObject()
-        json.beginObject("counters")
-        json.field("link_connect_attempts_total", connectAttempts)
-        json.field("link_reconnects_total", reconnects)
-        json.field("link_sent_frames_total", traffic.framesOut)
-        json.field("link_received_frames_total", traffic.framesIn)
-        json.field("link_sent_bytes_total", traffic.bytesOut)
-        json.field("link_received_bytes_total", traffic.bytesIn)
-        json.field("messages_expired_total", messagesExpired)
-        json.field("store_failures_total", storeFailures)
+    private static func write(_ histogram: CountedHistogram<Duration>, as name: String, into json: inout JSONWriter) {
+        json.beginObject(name)
+        json.field("count", histogram.count)
+        json.field("sum", histogram.sum.seconds)
         json.endObject()
-        json.beginObject("gauges")
-        json.field("link_up", linkUp ? 1 : 0)
-        if let rtt { json.field("link_rtt_seconds", rtt.seconds) }
-        if linkUp, let heartbeatInterval { json.field("heartbeat_interval_seconds", heartbeatInterval.seconds) }
-        json.field("ipc_clients", ipcClients)
-        json.field("sessions", sessions)
-        json.field("outbox_messages", outboxMessages)
-        json.field("inbox_messages", inboxMessages)
-        json.field("outbox_bytes", outboxBytes)
-        json.field("store_memory_bytes", windowBytes)
-        json.field("store_database_bytes", storeDatabaseBytes)
-        json.field("store_wal_bytes", storeWALBytes)
-        json.endObject()
-        json.beginObject("histograms")
-        json.beginObject("link_handshake_stage_seconds")
-        for stage in ConnectStage.allCases {
-            let total = metrics.stageTotals[stage] ?? (0, .zero)
-            json.beginObject("\(stage)")
-            json.field("count", total.count)
-            json.field("sum", total.sum.seconds)
-            json.endObject()
-        }
-        json.endObject()
-        json.endObject()
-        json.field("prometheus", String(decoding: metrics.exposition(), as: UTF8.self))
-        json.endObject()
-        return json.text
     }
 }

@@ -16,13 +16,14 @@ final class SQLiteSessionPersistence: SessionPersistence, Sendable {
     static func path(inDirectory directory: String) -> String { directory + "/imagentd.sqlite3" }
 
     /// `maxBytes` nil: half the size of the file system holding `directory` (`imagentd.toml(5)`).
-    static func open(directory: String, durability: DaemonConfiguration.Durability, maxBytes: Int? = nil, on loop: EventLoop)
+    static func open(directory: String, durability: DaemonConfiguration.Durability, maxBytes: Int? = nil, on loop: EventLoop,
+                     commitObserver: StoreCommitObserver? = nil)
         -> EventLoopFuture<SQLiteSessionPersistence>
     {
         let limit = maxBytes ?? defaultMaxBytes(directory: directory)
         let configuration = StoreConfiguration(path: path(inDirectory: directory), durability: durability.storeDurability,
                                                maximumSizeBytes: limit)
-        return AgentStore.open(configuration, on: loop).map { SQLiteSessionPersistence(store: $0, loop: loop) }
+        return AgentStore.open(configuration, on: loop, observer: commitObserver).map { SQLiteSessionPersistence(store: $0, loop: loop) }
     }
 
     /// Half of the file system the store is on, so a long queue leaves the host room to work;

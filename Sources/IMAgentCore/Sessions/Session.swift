@@ -35,6 +35,10 @@ struct Session {
         var mayBeHeld: Bool
         /// In the window (read from the store, or kept when it was stored); nil: only in the store.
         var payload: ByteBuffer?
+        /// When ACCEPTED went to its client (nil: before a restart), for the send→ACK latency.
+        var acceptedAt: ContinuousClock.Instant?
+        /// Written on a link of this process: a later DATA for it is a resend.
+        var transmitted = false
     }
 
     /// A read of the store under way for this session: its token (a stale answer is
@@ -119,6 +123,8 @@ struct Session {
     var deliveredSeq: UInt64 = 0
     /// The highest seq sent as MESSAGE to the attached client.
     var dispatchedSeq: UInt64 = 0
+    /// The highest seq ever sent as MESSAGE by this process (redeliveries are those below it).
+    var highestDispatchedSeq: UInt64 = 0
     /// The inbound window: messages `dispatchedSeq + 1 …` in seq order (at most up to `receivedSeq`).
     var inbox = Session.emptyQueue
     /// Their payload bytes.
@@ -166,6 +172,14 @@ struct Session {
 
     /// Outbound messages not yet acknowledged by the server, including those being stored.
     var outboxCount: Int { outbox.count + storingOut.count }
+
+    /// `count` more MESSAGEs were handed to the client; returns how many of them it had been handed before.
+    mutating func dispatch(_ count: Int) -> Int {
+        let before = dispatchedSeq
+        dispatchedSeq += UInt64(count)
+        defer { highestDispatchedSeq = max(highestDispatchedSeq, dispatchedSeq) }
+        return Int(min(dispatchedSeq, highestDispatchedSeq) - min(before, highestDispatchedSeq))
+    }
     /// Their payload bytes.
     var outboxTotalBytes: Int { outboxBytes + storingOutBytes }
     /// Payload bytes of the SENDs being stored.

@@ -95,6 +95,15 @@ struct SessionRouter<Random: RandomNumberGenerator> {
     private(set) var outboxBytesByUID: [UInt32: Int] = [:]
     /// Wall-clock time in ms since the Unix epoch, for TTLs (a fixed clock in tests).
     var clock: () -> Int64 = { 0 }
+    /// For the metrics: SENDs accepted (stored), inbound messages stored (duplicates not),
+    /// DATA written again on a later link, MESSAGEs handed to a client again,
+    /// and each outbound message's time from ACCEPTED to the server's ACK (`acknowledged`).
+    private(set) var acceptedTotal = 0
+    private(set) var receivedTotal = 0
+    private(set) var resentTotal = 0
+    private(set) var redeliveredTotal = 0
+    var acknowledged: (Duration) -> Void = { _ in }
+    var now: () -> ContinuousClock.Instant = { .now }
     var limits: SessionLimits
     private var random: Random
 
@@ -811,6 +820,7 @@ extension SessionRouter {
             while let next = session.storingOut[session.sentSeq + 1], next.stored {
                 session.storingOut[session.sentSeq + 1] = nil
                 session.sentSeq += 1
+                acceptedTotal += 1
                 let bytes = next.payload.readableBytes
                 session.storingOutBytes -= bytes
                 session.outboxBytes += bytes
@@ -819,7 +829,7 @@ extension SessionRouter {
                 let keep = session.loadedCount == session.outbox.count && session.outboundLoad == nil && !session.isFailed
                     && fits(bytes, session)
                 session.outbox.append(.init(seq: session.sentSeq, bytes: bytes, deadlineMS: next.deadlineMS, mayBeHeld: false,
-                                            payload: keep ? next.payload : nil))
+                                            payload: keep ? next.payload : nil, acceptedAt: now()))
                 if keep {
                     session.loadedCount += 1
                     session.loadedBytes += bytes
@@ -874,6 +884,7 @@ extension SessionRouter {
             // The rest of the window is still in the store (or being read).
             guard session.transmittedCount < session.loadedCount, let payload = message.payload else { break }
             session.outbox[index].mayBeHeld = true
+            if message.transmitted { resentTotal += 1 } else { session.outbox[index].transmitted = true }
             session.transmittedCount += 1
             let wireSeq = session.wireAckedSeq + UInt64(session.transmittedCount)
             actions.append(.send(.data(DataFrame(session: id, seq: wireSeq, body: payload))))
@@ -956,6 +967,7 @@ extension SessionRouter {
         let seq = session.outbox[session.outbox.index(session.outbox.startIndex, offsetBy: count - 1)].seq
         for _ in 0..<count {
             let entry = session.outbox.removeFirst()
+            if let accepted = entry.acceptedAt { acknowledged(now() - accepted) }
             session.outboxBytes -= entry.bytes
             outboxBytesByUID[session.owner, default: 0] -= entry.bytes
             if entry.payload != nil {
@@ -1127,6 +1139,7 @@ extension SessionRouter {
             while let next = session.storingIn[session.receivedSeq + 1], next.stored {
                 session.storingIn[session.receivedSeq + 1] = nil
                 session.receivedSeq += 1
+                receivedTotal += 1
                 // Kept in the window for a reading client when it follows the window and
                 // fits; otherwise read back from the store when the client gets to it.
                 let bytes = next.payload.readableBytes
@@ -1214,7 +1227,7 @@ extension SessionRouter {
             batch.append(first)
             bytes += first.payload.readableBytes
         }
-        taken.dispatchedSeq += UInt64(batch.count)
+        redeliveredTotal += taken.dispatch(batch.count)
         taken.inboxWindowBytes -= bytes
         windowBytes -= bytes
         var actions: [SessionAction] = batch.isEmpty ? [] : [.deliver(client: client, session: id, batch)]

@@ -29,6 +29,14 @@ final class SessionService: LinkSessionDelegate {
     private(set) var expiredTotal = 0
     /// Failures of the local store that dropped the link (not the server's fault), for STATUS and METRICS.
     private(set) var storeFailuresTotal = 0
+    /// Each outbound message's time from ACCEPTED to the server's ACK (set by `DaemonCore`).
+    var onAcknowledged: ((Duration) -> Void)?
+    /// SENDs accepted, inbound messages stored, DATA written again after a reconnect, and
+    /// MESSAGEs handed to a client again, for METRICS.
+    var acceptedTotal: Int { router.acceptedTotal }
+    var receivedTotal: Int { router.receivedTotal }
+    var resentTotal: Int { router.resentTotal }
+    var redeliveredTotal: Int { router.redeliveredTotal }
     /// The last of them, with its time (ms since the Unix epoch), for STATUS.
     private(set) var lastStoreFailure: (text: String, atMS: Int64)?
 
@@ -40,6 +48,7 @@ final class SessionService: LinkSessionDelegate {
         self.link = link
         self.logger = logger
         self.trimmer = MemoryTrimmer(loop: loop)
+        router.acknowledged = { [weak self] latency in self?.onAcknowledged?(latency) }
     }
 
     /// Loads the stored sessions and starts hearing the link. Call once, on

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import imagentd
+@testable import IMAgentCore
 
 /// imagentd(8) METRICS and the registry agree: every metric the page names is
 /// exported with the type and labels the page gives, and every exported

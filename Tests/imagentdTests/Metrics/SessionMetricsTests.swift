@@ -1,7 +1,7 @@
 import IMLink
 import Testing
 
-@testable import imagentd
+@testable import IMAgentCore
 
 /// What the session router counts for the metrics: resends, redeliveries and
 /// the send→ACK latency, driven on the pure router with a fake monotonic clock.

@@ -67,10 +67,26 @@ struct TrustOtherUserTests {
                           "limit_reached": refusals, "errors": errors}))
         """
 
+    /// Connects once to the socket at argv[1]; prints "connected" or why not.
+    private static let connectProbe = """
+        import socket, sys
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect(sys.argv[1]); print("connected")
+        except OSError as e:
+            print(e.strerror)
+        """
+
     @Test func twentyThousandConnectionsFromAnotherUid_leaveTheOwnersStatusFast() async throws {
         try await withRealDaemon(socketMode: "0666") { daemon in
             #expect(chmod(daemon.directory, 0o711) == 0)
             _ = try await daemon.waitForLink("connected")
+            // The admin socket is the owner's alone: another uid is refused at connect.
+            let adminPath = IPCSocketPath.adminPath(for: daemon.socketPath)
+            var adminStatus = stat()
+            #expect(stat(adminPath, &adminStatus) == 0 && adminStatus.st_mode & 0o777 == 0o600, "\(adminPath)")
+            let probe = try await setpriv(["--clear-groups"], [pythonPath, "-c", Self.connectProbe, adminPath])
+            #expect(probe.stdout.contains("Permission denied"), "\(probe.stdout) \(probe.stderr)")
             // A client connected before the flood keeps being served throughout.
             let existing = try await IPCClient.connect(socketPath: daemon.socketPath, clientName: "existing")
             let done = FloodDone()
@@ -97,15 +113,11 @@ struct TrustOtherUserTests {
             }
             let result = try await flood.value
             print("20,000 connections as uid 65534 in \(ContinuousClock.now - floodStart): \(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) \(result.stderr.suffix(600)); "
-                  + "owner's status: \(answered) answers, slowest \(slowest)")
+                  + "owner's status: \(answered) answers, slowest \(slowest), median \(tookAll.sorted()[tookAll.count / 2])")
             #expect(answered >= 3, "the owner asked while the flood lasted")
-            // Each `imagent status` is a new process and a new connection queued behind the flood's
-            // in the one accept queue, on 2 cores shared with the flooder: nine in ten answer within
-            // 1 s (typically 0.3–0.7 s), none may take 2 s (seen once in CI: 1.1 s).
-            let sorted = tookAll.sorted()
-            let p90 = sorted.isEmpty ? .zero : sorted[min(sorted.count - 1, sorted.count * 9 / 10)]
-            #expect(p90 < .seconds(1), "the owner's status, p90 \(p90): \(sorted)")
-            #expect(slowest < .seconds(2), "the owner's status took \(slowest)")
+            // Each `imagent status` is a new process on 2 cores shared with the flooder; its
+            // connection goes through the admin socket, whose queue the flood cannot reach.
+            #expect(slowest <= .seconds(1), "the owner's status took \(slowest): \(tookAll.sorted())")
             let report = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
             #expect((report?["connected"] as? Int ?? 0) >= 20_000, "\(result.stdout) \(result.stderr)")
             #expect((report?["still_open"] as? Int ?? .max) <= 64, "the daemon kept more than max_clients_per_uid: \(result.stdout)")
@@ -179,6 +191,10 @@ struct TrustOtherUserTests {
             defer { restarted.signal(SIGKILL) }
             #expect(chmod(daemon.directory, 0o711) == 0)
             _ = try await restarted.waitForLink("connected")
+            // The admin socket belongs to the admin group too.
+            var admin = stat()
+            #expect(stat(IPCSocketPath.adminPath(for: restarted.socketPath), &admin) == 0)
+            #expect(admin.st_mode & 0o777 == 0o660 && admin.st_gid == 100, "\(String(admin.st_mode, radix: 8)) gid \(admin.st_gid)")
             let plain = try await asNobody(restarted, ["reconnect"])
             #expect(plain.status != 0)
             #expect(plain.stderr.contains("needs root or membership in the users group"), "\(plain.stderr)")

@@ -26,6 +26,28 @@ struct IPCConnection: Sendable {
                 }
             }
         let channel: any Channel
+        if let admin = await adminChannel(bootstrap, socketPath) {
+            channel = admin
+        } else {
+            channel = try await mainChannel(bootstrap, socketPath, timeout)
+        }
+        let handler = try await channel.eventLoop.submit {
+            NIOLoopBound(try channel.pipeline.syncOperations.handler(type: IPCClientChannelHandler.self),
+                         eventLoop: channel.eventLoop)
+        }.get()
+        return IPCConnection(channel: channel, handler: handler, socketPath: socketPath)
+    }
+
+    /// The admin socket, when this user may connect to it: root, the daemon's user and its
+    /// admins never queue behind other users' connections. Anyone else (no permission), an
+    /// older daemon (no such file) or a crashed one (refused) is told so at once: nil.
+    private static func adminChannel(_ bootstrap: ClientBootstrap, _ socketPath: IPCSocketPath) async -> (any Channel)? {
+        try? await bootstrap.connect(unixDomainSocketPath: socketPath.adminPath).get()
+    }
+
+    private static func mainChannel(_ bootstrap: ClientBootstrap, _ socketPath: IPCSocketPath,
+                                    _ timeout: Duration?) async throws -> any Channel {
+        let channel: any Channel
         // EAGAIN on a Unix socket means the daemon's accept queue is full for the moment (a burst of
         // connections, or another user flooding it): a blocking connect would wait, so this retries
         // for up to `backlogPatience` instead of failing at once.
@@ -42,11 +64,7 @@ struct IPCConnection: Sendable {
                 throw Self.connectError(error, socketPath: socketPath)
             }
         }
-        let handler = try await channel.eventLoop.submit {
-            NIOLoopBound(try channel.pipeline.syncOperations.handler(type: IPCClientChannelHandler.self),
-                         eventLoop: channel.eventLoop)
-        }.get()
-        return IPCConnection(channel: channel, handler: handler, socketPath: socketPath)
+        return channel
     }
 
     var events: IPCEvents {

@@ -4,8 +4,9 @@ import NIOCore
 import NIOPosix
 
 /// The Unix-socket listener for Agent IPC/1: binds the configured path (or
-/// adopts the socket systemd passed), reads each client's credentials from
-/// the kernel, and gives every client its own pipeline on the daemon's loop.
+/// adopts the socket systemd passed) and the admin socket beside it, reads
+/// each client's credentials from the kernel, and gives every client its own
+/// pipeline on the daemon's loop.
 final class IPCServer: Sendable {
     struct Settings: Sendable {
         var socketPath: String
@@ -23,12 +24,16 @@ final class IPCServer: Sendable {
     private let channel: Channel
     let socketPath: String
     private let ownsSocketFile: Bool
+    /// `<socket>.admin`, always the daemon's own file; nil when it could not be bound.
+    private let admin: (channel: Channel, path: String)?
     private let limits: NIOLoopBoundBox<ConnectionLimits>
 
-    private init(channel: Channel, socketPath: String, ownsSocketFile: Bool, limits: NIOLoopBoundBox<ConnectionLimits>) {
+    private init(channel: Channel, socketPath: String, ownsSocketFile: Bool, admin: (channel: Channel, path: String)?,
+                 limits: NIOLoopBoundBox<ConnectionLimits>) {
         self.channel = channel
         self.socketPath = socketPath
         self.ownsSocketFile = ownsSocketFile
+        self.admin = admin
         self.limits = limits
     }
 
@@ -80,7 +85,10 @@ final class IPCServer: Sendable {
         if let descriptor = settings.adoptedDescriptor {
             let channel = try await bootstrap.withBoundSocket(descriptor).get()
             logger.info("serving IPC on the socket systemd passed", metadata: ["socket": "\(settings.socketPath)"])
-            return IPCServer(channel: channel, socketPath: settings.socketPath, ownsSocketFile: false, limits: limits)
+            // The admin socket goes beside the socket systemd bound, wherever its unit put it.
+            let path = channel.localAddress?.pathname ?? settings.socketPath
+            let admin = await bindAdminSocket(bootstrap, beside: path, policy: policy, logger: logger)
+            return IPCServer(channel: channel, socketPath: settings.socketPath, ownsSocketFile: false, admin: admin, limits: limits)
         }
         try SocketPath.prepare(settings.socketPath)
         let channel = try await bootstrap.bind(unixDomainSocketPath: settings.socketPath).get()
@@ -88,7 +96,30 @@ final class IPCServer: Sendable {
             logger.warning("\(problem)")
         }
         logger.info("serving IPC", metadata: ["socket": "\(settings.socketPath)"])
-        return IPCServer(channel: channel, socketPath: settings.socketPath, ownsSocketFile: true, limits: limits)
+        let admin = await bindAdminSocket(bootstrap, beside: settings.socketPath, policy: policy, logger: logger)
+        return IPCServer(channel: channel, socketPath: settings.socketPath, ownsSocketFile: true, admin: admin, limits: limits)
+    }
+
+    /// Binds `<socket>.admin` for root, the daemon's user and the admin group: a listen queue
+    /// of their own, which other users cannot connect to and so cannot fill, however many
+    /// connections they make to the main socket. Its clients are served exactly as the main
+    /// socket's (the same caps; rights from their credentials, not from the socket). Without
+    /// it (a path too long, say) admins share the main socket's queue, as before.
+    private static func bindAdminSocket(_ bootstrap: ServerBootstrap, beside socket: String, policy: AdminPolicy,
+                                        logger: Logger) async -> (channel: Channel, path: String)? {
+        let path = IPCSocketPath.adminPath(for: socket)
+        do {
+            try SocketPath.prepare(path)
+            let channel = try await bootstrap.bind(unixDomainSocketPath: path).get()
+            if let problem = SocketPath.restrictToAdmins(path, adminGroupID: policy.adminGroupID) {
+                logger.warning("\(problem)")
+            }
+            logger.info("serving IPC for admins", metadata: ["socket": "\(path)"])
+            return (channel, path)
+        } catch {
+            logger.warning("no admin socket at \(path) (\(error)); root and admins connect through \(socket), behind everyone else")
+            return nil
+        }
     }
 
     /// A connection beyond the limits: one ERROR LIMIT_REACHED and closed at
@@ -102,10 +133,10 @@ final class IPCServer: Sendable {
     /// Stops accepting; connected clients are closed by the daemon.
     func stop() async {
         try? await channel.close()
-        if ownsSocketFile { unlinkSocket() }
-    }
-
-    private func unlinkSocket() {
-        _ = socketPath.withCString { unlink($0) }
+        if ownsSocketFile { _ = unlink(socketPath) }
+        if let admin {
+            try? await admin.channel.close()
+            _ = unlink(admin.path)
+        }
     }
 }

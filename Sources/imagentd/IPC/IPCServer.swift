@@ -53,11 +53,13 @@ final class IPCServer: Sendable {
             NIOLoopBoundBox(ConnectionLimits(total: total, perUID: settings.maxConnectionsPerUID), eventLoop: eventLoop)
         }.get()
         let bootstrap = ServerBootstrap(group: eventLoop)
-            // The accept queue is drained many at a time, so a flood of connections from one
-            // user is accepted and refused quickly and others' connects soon find room. It stays
-            // short: a connect queued behind thousands would wait for all of them.
+            // Short: a connect queued behind thousands would wait for all of them.
             .serverChannelOption(.backlog, value: 256)
-            .serverChannelOption(.maxMessagesPerRead, value: 64)
+            // Accepts in small batches: each accepted connection costs a turn of the loop some
+            // work (its registration, credentials, a refusal), so a socket that always has more
+            // waiting (a flood) holds the loop for 8 of them before the clients' requests and the
+            // other socket's accepts get their turn, not for 64.
+            .serverChannelOption(.maxMessagesPerRead, value: 8)
             .childChannelOption(.writeBufferWaterMark, value: .init(low: 64 << 10, high: 1 << 20))
             // Each channel keeps its receive buffer for the next read. NIO's default
             // starts it at 2 KiB, which every idle client then holds for a few
@@ -67,7 +69,7 @@ final class IPCServer: Sendable {
             .childChannelInitializer { channel in
                 PeerCredentials.of(channel).flatMapThrowing { peer in
                     if let refusal = limits.value.admit(uid: peer.uid) {
-                        try refuse(channel, refusal)
+                        refuse(channel, refusal)
                         return
                     }
                     channel.closeFuture.whenComplete { _ in limits.value.release(uid: peer.uid) }
@@ -123,11 +125,12 @@ final class IPCServer: Sendable {
     }
 
     /// A connection beyond the limits: one ERROR LIMIT_REACHED and closed at
-    /// once, before it holds any buffer or timer.
-    private static func refuse(_ channel: Channel, _ text: String) throws {
-        try channel.pipeline.syncOperations.addHandler(MessageToByteHandler(IPCFrameEncoder()))
-        let frame = IPCFrame(request: 0, message: .error(.init(code: .limitReached, message: text)))
-        channel.writeAndFlush(frame).whenComplete { _ in channel.close(promise: nil) }
+    /// once, before it holds any buffer or timer; written as bytes, without a
+    /// pipeline, and never read from.
+    private static func refuse(_ channel: Channel, _ text: String) {
+        var bytes = channel.allocator.buffer(capacity: 64 + text.utf8.count)
+        IPCFrame(request: 0, message: .error(.init(code: .limitReached, message: text))).encode(into: &bytes)
+        channel.writeAndFlush(bytes).whenComplete { _ in channel.close(promise: nil) }
     }
 
     /// Stops accepting; connected clients are closed by the daemon.

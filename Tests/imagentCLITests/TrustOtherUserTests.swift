@@ -25,10 +25,12 @@ struct TrustOtherUserTests {
         try await setpriv(groups, [ImagentProcess.binary.path, "--socket", daemon.socketPath] + arguments)
     }
 
-    /// Opens up to `count` connections as uid 65534 and keeps them; prints what happened as JSON.
+    /// Opens up to `count` connections as uid 65534 and keeps them (`hold` seconds, default 0.5,
+    /// after the last); prints what happened as JSON.
     private static let flooder = """
         import json, os, resource, socket, sys, time
         path, count, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+        hold = float(sys.argv[4]) if len(sys.argv) > 4 else 0.5
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
         held, attempts, connected, errors, refusals = [], 0, 0, {}, 0
@@ -53,7 +55,7 @@ struct TrustOtherUserTests {
                 s.close(); errors[e.strerror] = errors.get(e.strerror, 0) + 1
                 if e.errno == 24: let_go()
             attempts += 1
-        time.sleep(0.5)
+        time.sleep(hold)
         open_now = 0
         for s in held:
             try:
@@ -67,12 +69,15 @@ struct TrustOtherUserTests {
                           "limit_reached": refusals, "errors": errors}))
         """
 
-    /// Connects once to the socket at argv[1]; prints "connected" or why not.
+    /// Connects once to the socket at argv[1]; prints "connected" and what the daemon says
+    /// within a second without being asked (a refusal), or why it could not connect.
     private static let connectProbe = """
         import socket, sys
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             s.connect(sys.argv[1]); print("connected")
+            s.settimeout(1)
+            print(s.recv(4096).decode("utf-8", "replace"))
         except OSError as e:
             print(e.strerror)
         """
@@ -125,6 +130,23 @@ struct TrustOtherUserTests {
             // And the daemon still serves, with descriptors to spare.
             #expect(try await daemon.imagent(["ping"]).status == 0)
             await existing.close()
+        }
+    }
+
+    @Test func usersWhoFillMaxClients_leaveTheAdminSocketItsPlaces() async throws {
+        // max_clients 16: 14 for everyone, 2 kept for the admin socket.
+        try await withRealDaemon(extraConfig: "[limits]\nmax_clients = 16\nmax_clients_per_uid = 16\n", socketMode: "0666") { daemon in
+            #expect(chmod(daemon.directory, 0o711) == 0)
+            _ = try await daemon.waitForLink("connected")
+            let flood = Task { try await setpriv(["--clear-groups"], [pythonPath, "-c", Self.flooder, daemon.socketPath, "20", "5", "4"]) }
+            try await Task.sleep(for: .seconds(1.5))
+            let refused = try await setpriv(["--clear-groups"], [pythonPath, "-c", Self.connectProbe, daemon.socketPath])
+            #expect(refused.stdout.contains("imagentd already serves 14 connections ([limits] max_clients 16, 2 of them kept for admins)"),
+                    "\(refused.stdout) \(refused.stderr)")
+            let owner = try await daemon.imagent(["status", "--json"])
+            #expect(owner.status == 0, "the owner gets a kept place: \(owner.stderr)")
+            let report = try JSONSerialization.jsonObject(with: Data(try await flood.value.stdout.utf8)) as? [String: Any]
+            #expect(report?["still_open"] as? Int == 14, "\(String(describing: report))")
         }
     }
 

@@ -52,53 +52,56 @@ final class IPCServer: Sendable {
         let limits = try await eventLoop.submit {
             NIOLoopBoundBox(ConnectionLimits(total: total, perUID: settings.maxConnectionsPerUID), eventLoop: eventLoop)
         }.get()
-        let bootstrap = ServerBootstrap(group: eventLoop)
-            // Short: a connect queued behind thousands would wait for all of them.
-            .serverChannelOption(.backlog, value: 256)
-            // Accepts in small batches: each accepted connection costs a turn of the loop some
-            // work (its registration, credentials, a refusal), so a socket that always has more
-            // waiting (a flood) holds the loop for 8 of them before the clients' requests and the
-            // other socket's accepts get their turn, not for 64.
-            .serverChannelOption(.maxMessagesPerRead, value: 8)
-            .childChannelOption(.writeBufferWaterMark, value: .init(low: 64 << 10, high: 1 << 20))
-            // Each channel keeps its receive buffer for the next read. NIO's default
-            // starts it at 2 KiB, which every idle client then holds for a few
-            // hundred bytes of HELLO; starting at 256 bytes, a busy client's
-            // buffer doubles per full read up to the same 64 KiB.
-            .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 256, maximum: 65_536))
-            .childChannelInitializer { channel in
-                PeerCredentials.of(channel).flatMapThrowing { peer in
-                    if let refusal = limits.value.admit(uid: peer.uid) {
-                        refuse(channel, refusal)
-                        return
+        // One for each socket: the admin socket's connections may also take the places kept for admins.
+        func bootstrap(viaAdminSocket: Bool) -> ServerBootstrap {
+            ServerBootstrap(group: eventLoop)
+                // Short: a connect queued behind thousands would wait for all of them.
+                .serverChannelOption(.backlog, value: 256)
+                // Accepts in small batches: each accepted connection costs a turn of the loop some
+                // work (its registration, credentials, a refusal), so a socket that always has more
+                // waiting (a flood) holds the loop for 8 of them before the clients' requests and the
+                // other socket's accepts get their turn, not for 64.
+                .serverChannelOption(.maxMessagesPerRead, value: 8)
+                .childChannelOption(.writeBufferWaterMark, value: .init(low: 64 << 10, high: 1 << 20))
+                // Each channel keeps its receive buffer for the next read. NIO's default
+                // starts it at 2 KiB, which every idle client then holds for a few
+                // hundred bytes of HELLO; starting at 256 bytes, a busy client's
+                // buffer doubles per full read up to the same 64 KiB.
+                .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 256, maximum: 65_536))
+                .childChannelInitializer { channel in
+                    PeerCredentials.of(channel).flatMapThrowing { peer in
+                        if let refusal = limits.value.admit(uid: peer.uid, viaAdminSocket: viaAdminSocket) {
+                            refuse(channel, refusal)
+                            return
+                        }
+                        channel.closeFuture.whenComplete { _ in limits.value.release(uid: peer.uid) }
+                        nextID.value += 1
+                        let client = IPCClientConnection(id: nextID.value, peer: peer, policy: policy, channel: channel)
+                        let handlers: [ChannelHandler] = [
+                            ByteToMessageHandler(IPCServerFrameDecoder(maxPayload: settings.maxPayload, client: client)),
+                            MessageToByteHandler(IPCFrameEncoder()),
+                            IPCClientHandler(client: client, daemon: daemon.value, logger: logger),
+                        ]
+                        try channel.pipeline.syncOperations.addHandlers(handlers)
                     }
-                    channel.closeFuture.whenComplete { _ in limits.value.release(uid: peer.uid) }
-                    nextID.value += 1
-                    let client = IPCClientConnection(id: nextID.value, peer: peer, policy: policy, channel: channel)
-                    let handlers: [ChannelHandler] = [
-                        ByteToMessageHandler(IPCServerFrameDecoder(maxPayload: settings.maxPayload, client: client)),
-                        MessageToByteHandler(IPCFrameEncoder()),
-                        IPCClientHandler(client: client, daemon: daemon.value, logger: logger),
-                    ]
-                    try channel.pipeline.syncOperations.addHandlers(handlers)
                 }
-            }
+        }
 
         if let descriptor = settings.adoptedDescriptor {
-            let channel = try await bootstrap.withBoundSocket(descriptor).get()
+            let channel = try await bootstrap(viaAdminSocket: false).withBoundSocket(descriptor).get()
             logger.info("serving IPC on the socket systemd passed", metadata: ["socket": "\(settings.socketPath)"])
             // The admin socket goes beside the socket systemd bound, wherever its unit put it.
             let path = channel.localAddress?.pathname ?? settings.socketPath
-            let admin = await bindAdminSocket(bootstrap, beside: path, policy: policy, logger: logger)
+            let admin = await bindAdminSocket(bootstrap(viaAdminSocket: true), beside: path, policy: policy, logger: logger)
             return IPCServer(channel: channel, socketPath: settings.socketPath, ownsSocketFile: false, admin: admin, limits: limits)
         }
         try SocketPath.prepare(settings.socketPath)
-        let channel = try await bootstrap.bind(unixDomainSocketPath: settings.socketPath).get()
+        let channel = try await bootstrap(viaAdminSocket: false).bind(unixDomainSocketPath: settings.socketPath).get()
         if let problem = SocketPath.setPermissions(settings.socketPath, mode: settings.mode, group: settings.group) {
             logger.warning("\(problem)")
         }
         logger.info("serving IPC", metadata: ["socket": "\(settings.socketPath)"])
-        let admin = await bindAdminSocket(bootstrap, beside: settings.socketPath, policy: policy, logger: logger)
+        let admin = await bindAdminSocket(bootstrap(viaAdminSocket: true), beside: settings.socketPath, policy: policy, logger: logger)
         return IPCServer(channel: channel, socketPath: settings.socketPath, ownsSocketFile: true, admin: admin, limits: limits)
     }
 

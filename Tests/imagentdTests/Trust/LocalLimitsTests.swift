@@ -27,6 +27,21 @@ import Testing
         #expect(limits.byUID[2000] == nil, "no entry is kept for a uid without connections")
     }
 
+    @Test func theAdminSocket_keepsPlacesOtherUsersCannotTake() {
+        var limits = ConnectionLimits(total: 64, perUID: 16)
+        #expect(ConnectionLimits.adminReserve(total: 64) == 8)
+        for uid in UInt32(1000)..<1003 {
+            for _ in 0..<16 { #expect(limits.admit(uid: uid) == nil) }
+        }
+        for _ in 0..<8 { #expect(limits.admit(uid: 1003) == nil) }
+        let refusal = limits.admit(uid: 1003)
+        #expect(refusal == "imagentd already serves 56 connections ([limits] max_clients 64, 8 of them kept for admins)")
+        #expect(limits.admit(uid: 0) != nil, "root on the main socket shares the others' places")
+        for _ in 0..<8 { #expect(limits.admit(uid: 0, viaAdminSocket: true) == nil) }
+        #expect(limits.admit(uid: 0, viaAdminSocket: true)?.contains("[limits] max_clients") == true, "the total holds for admins too")
+        #expect(ConnectionLimits.adminReserve(total: 5) == 0 && ConnectionLimits.adminReserve(total: 10_000) == 8)
+    }
+
     @Test func clientsNeverTakeTheDescriptorReserve() {
         var limit = rlimit()
         #expect(getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0)

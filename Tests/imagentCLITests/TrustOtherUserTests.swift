@@ -143,6 +143,10 @@ struct TrustOtherUserTests {
             let refused = try await setpriv(["--clear-groups"], [pythonPath, "-c", Self.connectProbe, daemon.socketPath])
             #expect(refused.stdout.contains("imagentd already serves 14 connections ([limits] max_clients 16, 2 of them kept for admins)"),
                     "\(refused.stdout) \(refused.stderr)")
+            // The CLI says why too, also when the refusal came before it could write HELLO.
+            let cli = try await asNobody(daemon, ["status"])
+            #expect(cli.status != 0)
+            #expect(cli.stderr.contains("LIMIT_REACHED") && cli.stderr.contains("2 of them kept for admins"), "[\(cli.stderr)]")
             let owner = try await daemon.imagent(["status", "--json"])
             #expect(owner.status == 0, "the owner gets a kept place: \(owner.stderr)")
             let report = try JSONSerialization.jsonObject(with: Data(try await flood.value.stdout.utf8)) as? [String: Any]

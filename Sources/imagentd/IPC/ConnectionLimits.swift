@@ -10,6 +10,8 @@ struct ConnectionLimits: Sendable {
     var perUID: Int
     private(set) var count = 0
     private(set) var byUID: [UInt32: Int] = [:]
+    /// Connections refused on the main socket since its last batch of accepts.
+    private(set) var refusedSinceBatch = 0
 
     init(total: Int, perUID: Int) {
         self.total = total
@@ -21,6 +23,7 @@ struct ConnectionLimits: Sendable {
     /// the places kept for admins.
     mutating func admit(uid: UInt32, viaAdminSocket: Bool = false) -> String? {
         let reserve = Self.adminReserve(total: total)
+        if !viaAdminSocket { refusedSinceBatch += 1 }  // undone below when admitted
         guard count < total - (viaAdminSocket ? 0 : reserve) else {
             return reserve == 0 || viaAdminSocket
                 ? "imagentd already serves \(total) connections ([limits] max_clients)"
@@ -33,7 +36,19 @@ struct ConnectionLimits: Sendable {
         }
         count += 1
         byUID[uid] = mine + 1
+        if !viaAdminSocket { refusedSinceBatch -= 1 }
         return nil
+    }
+
+    /// How many connections the IPC server accepts in one turn of its loop.
+    static let acceptBatch = 8
+
+    /// Whether the main socket's next batch of accepts should wait
+    /// (`AcceptPacer`): every connection of the last batch was refused.
+    /// Asked once per batch; starts the next count.
+    mutating func paceAccepting() -> Bool {
+        defer { refusedSinceBatch = 0 }
+        return refusedSinceBatch >= Self.acceptBatch
     }
 
     /// An admitted connection closed.

@@ -61,7 +61,13 @@ final class IPCServer: Sendable {
                 // work (its registration, credentials, a refusal), so a socket that always has more
                 // waiting (a flood) holds the loop for 8 of them before the clients' requests and the
                 // other socket's accepts get their turn, not for 64.
-                .serverChannelOption(.maxMessagesPerRead, value: 8)
+                .serverChannelOption(.maxMessagesPerRead, value: UInt(ConnectionLimits.acceptBatch))
+                // And while the main socket brings only connections to refuse, it waits between batches.
+                .serverChannelInitializer { server in
+                    server.eventLoop.makeCompletedFuture {
+                        if !viaAdminSocket { try server.pipeline.syncOperations.addHandler(AcceptPacer(limits: limits)) }
+                    }
+                }
                 .childChannelOption(.writeBufferWaterMark, value: .init(low: 64 << 10, high: 1 << 20))
                 // Each channel keeps its receive buffer for the next read. NIO's default
                 // starts it at 2 KiB, which every idle client then holds for a few

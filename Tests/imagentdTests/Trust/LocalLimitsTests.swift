@@ -42,6 +42,23 @@ import Testing
         #expect(ConnectionLimits.adminReserve(total: 5) == 0 && ConnectionLimits.adminReserve(total: 10_000) == 8)
     }
 
+    @Test func theMainSocketIsPaced_onlyAfterABatchOfRefusals() {
+        var limits = ConnectionLimits(total: 64, perUID: 4)
+        for _ in 0..<4 { let refusal = limits.admit(uid: 1000); #expect(refusal == nil) }
+        for _ in 0..<7 { let refusal = limits.admit(uid: 1000); #expect(refusal != nil) }
+        var paced = limits.paceAccepting()
+        #expect(!paced, "7 refusals and 4 admitted: not a flood")
+        for _ in 0..<ConnectionLimits.acceptBatch { let refusal = limits.admit(uid: 1000); #expect(refusal != nil) }
+        paced = limits.paceAccepting()
+        #expect(paced, "a whole batch refused")
+        paced = limits.paceAccepting()
+        #expect(!paced, "each batch counts anew")
+        for _ in 0..<ConnectionLimits.acceptBatch { let refusal = limits.admit(uid: 0, viaAdminSocket: true); #expect(refusal == nil) }
+        for _ in 0..<ConnectionLimits.acceptBatch { _ = limits.admit(uid: 1000, viaAdminSocket: true) }
+        paced = limits.paceAccepting()
+        #expect(!paced, "the admin socket is never paced")
+    }
+
     @Test func clientsNeverTakeTheDescriptorReserve() {
         var limit = rlimit()
         #expect(getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0)

@@ -118,10 +118,11 @@ struct TrustOtherUserTests {
             }
             let result = try await flood.value
             print("20,000 connections as uid 65534 in \(ContinuousClock.now - floodStart): \(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) \(result.stderr.suffix(600)); "
-                  + "owner's status: \(answered) answers, slowest \(slowest), median \(tookAll.sorted()[tookAll.count / 2])")
+                  + "owner's status: \(answered) answers, slowest \(slowest), median \(tookAll.sorted().dropFirst(tookAll.count / 2).first ?? .zero)")
             #expect(answered >= 3, "the owner asked while the flood lasted")
             // Each `imagent status` is a new process on 2 cores shared with the flooder; its
-            // connection goes through the admin socket, whose queue the flood cannot reach.
+            // connection goes through the admin socket, whose queue the flood cannot reach, to a
+            // daemon that accepts the flood 8 at a time and paced (imagentd(8), SECURITY).
             #expect(slowest <= .seconds(1), "the owner's status took \(slowest): \(tookAll.sorted())")
             let report = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
             #expect((report?["connected"] as? Int ?? 0) >= 20_000, "\(result.stdout) \(result.stderr)")

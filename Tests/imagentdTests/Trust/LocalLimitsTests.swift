@@ -1,3 +1,4 @@
+import AgentIPC
 import Glibc
 import Testing
 
@@ -57,6 +58,17 @@ import Testing
         for _ in 0..<ConnectionLimits.acceptBatch { _ = limits.admit(uid: 1000, viaAdminSocket: true) }
         paced = limits.paceAccepting()
         #expect(!paced, "the admin socket is never paced")
+    }
+
+    /// imagentd(8) SECURITY states the accept-time numbers the code uses.
+    @Test func theSecuritySection_statesTheAcceptNumbers() {
+        let page = readRepositoryFile("man/imagentd.8").split(separator: "\n").joined(separator: " ")
+        #expect(ConnectionLimits.acceptBatch == 8 && page.contains("at most 8 connections from one before it serves"))
+        #expect(AcceptPacer.pause == .milliseconds(5) && page.contains("waits 5 ms before it accepts the next 8"))
+        #expect(ConnectionLimits.adminReserve(total: 256) == 8 && page.contains("256 connections, all users (before HELLO included); 8 of them only"))
+        #expect(ConnectionLimits.descriptorReserve == 64 && page.contains("64 descriptors of RLIMIT_NOFILE never given to clients"))
+        #expect(IPCSocketPath.adminPath(for: "/run/imagent/imagent.sock") == "/run/imagent/imagent.sock.admin"
+                && page.contains("/run/imagent/imagent.sock.admin"))
     }
 
     @Test func clientsNeverTakeTheDescriptorReserve() {

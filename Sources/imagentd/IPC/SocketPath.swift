@@ -72,7 +72,8 @@ enum SocketPath {
         if chmod(path, 0o600) != 0 { return "cannot set mode of \(path): \(String(cString: strerror(errno)))" }
         guard let adminGroupID else { return nil }
         guard chown(path, uid_t.max, adminGroupID) == 0 else {
-            return "cannot give \(path) to the admin group (\(String(cString: strerror(errno)))); its members connect through the main socket"
+            return "cannot give \(path) to the admin group (\(String(cString: strerror(errno)))); its members connect through the main socket "
+                + "until imagentd runs with that group among its own (SupplementaryGroups= in its unit)"
         }
         if chmod(path, 0o660) != 0 { return "cannot set mode of \(path): \(String(cString: strerror(errno)))" }
         return nil

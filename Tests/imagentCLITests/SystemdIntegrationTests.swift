@@ -39,6 +39,12 @@ struct SystemdIntegrationTests {
 
         let ping = try await ImagentProcess.run(["--socket", setup.socketPath, "ping"])
         #expect(ping.status == 0, "\(ping.stderr)")
+        // The passed socket serves (root's clients go through the admin socket the daemon bound beside it).
+        let admin = setup.socketPath + ".admin"
+        #expect(FileManager.default.fileExists(atPath: admin))
+        let raw = try RawIPCSocket(path: setup.socketPath)
+        #expect(raw.write(RawIPCSocket.hello()))
+        if case .frame(let welcome) = raw.read() { #expect(welcome.op == 0x8001) } else { Issue.record("no WELCOME on the passed socket") }
 
         kill(pid, SIGTERM)
         var stopping = false
@@ -50,8 +56,9 @@ struct SystemdIntegrationTests {
         var status: Int32 = 0
         waitpid(pid, &status, 0)
         #expect(status == 0, "exit status \(status)")
-        // A socket systemd owns stays for the next start.
+        // A socket systemd owns stays for the next start; the daemon's own admin socket goes.
         #expect(FileManager.default.fileExists(atPath: setup.socketPath))
+        #expect(!FileManager.default.fileExists(atPath: admin))
         try await setup.server.stop()
     }
 }

@@ -55,6 +55,8 @@ struct TrustBoundaryTests {
                 #expect(mode(store + "/" + file) == 0o600, "\(file) under umask \(umask): \(String(mode(store + "/" + file), radix: 8))")
             }
             #expect(mode(setup.socketPath) == 0o600, "the socket keeps its configured mode")
+            let admin = IPCSocketPath.adminPath(for: setup.socketPath)
+            #expect(mode(admin) == 0o600, "the admin socket under umask \(umask): \(String(mode(admin), radix: 8))")
         } catch {
             Issue.record("\(error); log: \((try? String(contentsOfFile: setup.directory + "/imagentd.log", encoding: .utf8)) ?? "")")
         }

@@ -25,10 +25,12 @@ struct TrustOtherUserTests {
         try await setpriv(groups, [ImagentProcess.binary.path, "--socket", daemon.socketPath] + arguments)
     }
 
-    /// Opens up to `count` connections as uid 65534 and keeps them; prints what happened as JSON.
+    /// Opens up to `count` connections as uid 65534 and keeps them (`hold` seconds, default 0.5,
+    /// after the last); prints what happened as JSON.
     private static let flooder = """
         import json, os, resource, socket, sys, time
         path, count, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+        hold = float(sys.argv[4]) if len(sys.argv) > 4 else 0.5
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
         held, attempts, connected, errors, refusals = [], 0, 0, {}, 0
@@ -53,7 +55,7 @@ struct TrustOtherUserTests {
                 s.close(); errors[e.strerror] = errors.get(e.strerror, 0) + 1
                 if e.errno == 24: let_go()
             attempts += 1
-        time.sleep(0.5)
+        time.sleep(hold)
         open_now = 0
         for s in held:
             try:
@@ -67,24 +69,44 @@ struct TrustOtherUserTests {
                           "limit_reached": refusals, "errors": errors}))
         """
 
+    /// Connects once to the socket at argv[1]; prints "connected" and what the daemon says
+    /// within a second without being asked (a refusal), or why it could not connect.
+    private static let connectProbe = """
+        import socket, sys
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect(sys.argv[1]); print("connected")
+            s.settimeout(1)
+            print(s.recv(4096).decode("utf-8", "replace"))
+        except OSError as e:
+            print(e.strerror)
+        """
+
     @Test func twentyThousandConnectionsFromAnotherUid_leaveTheOwnersStatusFast() async throws {
         try await withRealDaemon(socketMode: "0666") { daemon in
             #expect(chmod(daemon.directory, 0o711) == 0)
             _ = try await daemon.waitForLink("connected")
+            // The admin socket is the owner's alone: another uid is refused at connect.
+            let adminPath = IPCSocketPath.adminPath(for: daemon.socketPath)
+            var adminStatus = stat()
+            #expect(stat(adminPath, &adminStatus) == 0 && adminStatus.st_mode & 0o777 == 0o600, "\(adminPath)")
+            let probe = try await setpriv(["--clear-groups"], [pythonPath, "-c", Self.connectProbe, adminPath])
+            #expect(probe.stdout.contains("Permission denied"), "\(probe.stdout) \(probe.stderr)")
             // A client connected before the flood keeps being served throughout.
             let existing = try await IPCClient.connect(socketPath: daemon.socketPath, clientName: "existing")
             let done = FloodDone()
             let flood = Task {
                 defer { Task { await done.finish() } }
-                return try await setpriv(["--clear-groups"], [pythonPath, "-c", Self.flooder, daemon.socketPath, "20000", "60"],
-                                         limit: .seconds(90))
+                // Refused 8 at a time and paced, 20,000 take about 20 s (30 s on a loaded machine).
+                return try await setpriv(["--clear-groups"], [pythonPath, "-c", Self.flooder, daemon.socketPath, "20000", "120"],
+                                         limit: .seconds(150))
             }
             // The owner's `imagent status` keeps answering for as long as the flood lasts.
             var slowest = Duration.zero
             var tookAll: [Duration] = []
             var answered = 0
             let floodStart = ContinuousClock.now
-            while await !done.value, ContinuousClock.now - floodStart < .seconds(80) {
+            while await !done.value, ContinuousClock.now - floodStart < .seconds(140) {
                 let start = ContinuousClock.now
                 let status = try await daemon.imagent(["status", "--json"])
                 let took = ContinuousClock.now - start
@@ -97,15 +119,12 @@ struct TrustOtherUserTests {
             }
             let result = try await flood.value
             print("20,000 connections as uid 65534 in \(ContinuousClock.now - floodStart): \(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) \(result.stderr.suffix(600)); "
-                  + "owner's status: \(answered) answers, slowest \(slowest)")
+                  + "owner's status: \(answered) answers, slowest \(slowest), median \(tookAll.sorted().dropFirst(tookAll.count / 2).first ?? .zero)")
             #expect(answered >= 3, "the owner asked while the flood lasted")
-            // Each `imagent status` is a new process and a new connection queued behind the flood's
-            // in the one accept queue, on 2 cores shared with the flooder: nine in ten answer within
-            // 1 s (typically 0.3–0.7 s), none may take 2 s (seen once in CI: 1.1 s).
-            let sorted = tookAll.sorted()
-            let p90 = sorted.isEmpty ? .zero : sorted[min(sorted.count - 1, sorted.count * 9 / 10)]
-            #expect(p90 < .seconds(1), "the owner's status, p90 \(p90): \(sorted)")
-            #expect(slowest < .seconds(2), "the owner's status took \(slowest)")
+            // Each `imagent status` is a new process on 2 cores shared with the flooder; its
+            // connection goes through the admin socket, whose queue the flood cannot reach, to a
+            // daemon that accepts the flood 8 at a time and paced (imagentd(8), SECURITY).
+            #expect(slowest <= .seconds(1), "the owner's status took \(slowest): \(tookAll.sorted())")
             let report = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
             #expect((report?["connected"] as? Int ?? 0) >= 20_000, "\(result.stdout) \(result.stderr)")
             #expect((report?["still_open"] as? Int ?? .max) <= 64, "the daemon kept more than max_clients_per_uid: \(result.stdout)")
@@ -113,6 +132,27 @@ struct TrustOtherUserTests {
             // And the daemon still serves, with descriptors to spare.
             #expect(try await daemon.imagent(["ping"]).status == 0)
             await existing.close()
+        }
+    }
+
+    @Test func usersWhoFillMaxClients_leaveTheAdminSocketItsPlaces() async throws {
+        // max_clients 16: 14 for everyone, 2 kept for the admin socket.
+        try await withRealDaemon(extraConfig: "[limits]\nmax_clients = 16\nmax_clients_per_uid = 16\n", socketMode: "0666") { daemon in
+            #expect(chmod(daemon.directory, 0o711) == 0)
+            _ = try await daemon.waitForLink("connected")
+            let flood = Task { try await setpriv(["--clear-groups"], [pythonPath, "-c", Self.flooder, daemon.socketPath, "20", "5", "4"]) }
+            try await Task.sleep(for: .seconds(1.5))
+            let refused = try await setpriv(["--clear-groups"], [pythonPath, "-c", Self.connectProbe, daemon.socketPath])
+            #expect(refused.stdout.contains("imagentd already serves 14 connections ([limits] max_clients 16, 2 of them kept for admins)"),
+                    "\(refused.stdout) \(refused.stderr)")
+            // The CLI says why too, also when the refusal came before it could write HELLO.
+            let cli = try await asNobody(daemon, ["status"])
+            #expect(cli.status != 0)
+            #expect(cli.stderr.contains("LIMIT_REACHED") && cli.stderr.contains("2 of them kept for admins"), "[\(cli.stderr)]")
+            let owner = try await daemon.imagent(["status", "--json"])
+            #expect(owner.status == 0, "the owner gets a kept place: \(owner.stderr)")
+            let report = try JSONSerialization.jsonObject(with: Data(try await flood.value.stdout.utf8)) as? [String: Any]
+            #expect(report?["still_open"] as? Int == 14, "\(String(describing: report))")
         }
     }
 
@@ -179,6 +219,10 @@ struct TrustOtherUserTests {
             defer { restarted.signal(SIGKILL) }
             #expect(chmod(daemon.directory, 0o711) == 0)
             _ = try await restarted.waitForLink("connected")
+            // The admin socket belongs to the admin group too.
+            var admin = stat()
+            #expect(stat(IPCSocketPath.adminPath(for: restarted.socketPath), &admin) == 0)
+            #expect(admin.st_mode & 0o777 == 0o660 && admin.st_gid == 100, "\(String(admin.st_mode, radix: 8)) gid \(admin.st_gid)")
             let plain = try await asNobody(restarted, ["reconnect"])
             #expect(plain.status != 0)
             #expect(plain.stderr.contains("needs root or membership in the users group"), "\(plain.stderr)")

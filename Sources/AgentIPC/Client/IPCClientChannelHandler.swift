@@ -135,15 +135,21 @@ final class IPCClientChannelHandler: ChannelDuplexHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        let reason = lastUnsolicitedError.map { error in
-            "it closed the connection after ERROR \(error.code)" + (error.message.map { ": \($0)" } ?? "")
-        } ?? "it closed the connection"
-        fail(.connectionLost(reason: reason))
+        fail(.connectionLost(reason: closedAfterError ?? "it closed the connection"))
         context.fireChannelInactive()
     }
 
+    /// The daemon's last ERROR without a request, which it sends before it closes a connection.
+    private var closedAfterError: String? {
+        lastUnsolicitedError.map { error in
+            "it closed the connection after ERROR \(error.code)" + (error.message.map { ": \($0)" } ?? "")
+        }
+    }
+
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        fail(.connectionLost(reason: "\(error)"))
+        // A daemon that closes without reading what was sent (a refusal at accept) resets the
+        // connection after its ERROR: that ERROR is the reason.
+        fail(.connectionLost(reason: closedAfterError ?? "\(error)"))
     }
 
     /// Reads only while someone wants what arrives: the event consumer, or a
@@ -199,7 +205,9 @@ final class IPCClientChannelHandler: ChannelDuplexHandler {
         frame.encode(into: &buffer)
         let written = context.eventLoop.makePromise(of: Void.self)
         written.futureResult.assumeIsolated().whenFailure { error in
-            let reason = "writing \(frame.message.op) failed: \(error)"
+            // A daemon that refused the connection (LIMIT_REACHED at accept) has closed it
+            // before the first write; its ERROR, read before the close, says why.
+            let reason = self.closedAfterError ?? "writing \(frame.message.op) failed: \(error)"
             self.failRequest(id, with: IPCClientError.connectionLost(reason: reason))
         }
         context.write(wrapOutboundOut(buffer), promise: written)

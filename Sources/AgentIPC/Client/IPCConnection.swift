@@ -25,7 +25,37 @@ struct IPCConnection: Sendable {
                     try channel.pipeline.syncOperations.addHandler(IPCClientChannelHandler(channel: channel))
                 }
             }
-        let channel: any Channel
+        let connected: Connected
+        if let admin = await adminChannel(bootstrap, socketPath) {
+            connected = admin
+        } else {
+            connected = try await mainChannel(bootstrap, socketPath, timeout)
+        }
+        return IPCConnection(channel: connected.channel, handler: connected.handler, socketPath: socketPath)
+    }
+
+    private typealias Connected = (channel: any Channel, handler: NIOLoopBound<IPCClientChannelHandler>)
+
+    /// Connects to `path` and takes the channel's handler at once, on the loop: a daemon that
+    /// refuses the connection (LIMIT_REACHED at accept) closes it, and a closed channel's
+    /// pipeline no longer holds the handler, which keeps the refusal's ERROR.
+    private static func connect(_ bootstrap: ClientBootstrap, _ path: String) async throws -> Connected {
+        try await bootstrap.connect(unixDomainSocketPath: path).flatMapThrowing { channel in
+            (channel, NIOLoopBound(try channel.pipeline.syncOperations.handler(type: IPCClientChannelHandler.self),
+                                   eventLoop: channel.eventLoop))
+        }.get()
+    }
+
+    /// The admin socket, when this user may connect to it: root, the daemon's user and its
+    /// admins never queue behind other users' connections. Anyone else (no permission), an
+    /// older daemon (no such file) or a crashed one (refused) is told so at once: nil.
+    private static func adminChannel(_ bootstrap: ClientBootstrap, _ socketPath: IPCSocketPath) async -> Connected? {
+        try? await connect(bootstrap, socketPath.adminPath)
+    }
+
+    private static func mainChannel(_ bootstrap: ClientBootstrap, _ socketPath: IPCSocketPath,
+                                    _ timeout: Duration?) async throws -> Connected {
+        let connected: Connected
         // EAGAIN on a Unix socket means the daemon's accept queue is full for the moment (a burst of
         // connections, or another user flooding it): a blocking connect would wait, so this retries
         // for up to `backlogPatience` instead of failing at once.
@@ -33,7 +63,7 @@ struct IPCConnection: Sendable {
         var pause = Duration.milliseconds(1)
         while true {
             do {
-                channel = try await bootstrap.connect(unixDomainSocketPath: socketPath.path).get()
+                connected = try await connect(bootstrap, socketPath.path)
                 break
             } catch where errnoCode(of: error) == EAGAIN && ContinuousClock.now < giveUp {
                 try await Task.sleep(for: pause)
@@ -42,11 +72,7 @@ struct IPCConnection: Sendable {
                 throw Self.connectError(error, socketPath: socketPath)
             }
         }
-        let handler = try await channel.eventLoop.submit {
-            NIOLoopBound(try channel.pipeline.syncOperations.handler(type: IPCClientChannelHandler.self),
-                         eventLoop: channel.eventLoop)
-        }.get()
-        return IPCConnection(channel: channel, handler: handler, socketPath: socketPath)
+        return connected
     }
 
     var events: IPCEvents {

@@ -47,6 +47,15 @@ public struct IPCSocketPath: Hashable, Sendable, CustomStringConvertible {
 
     public var description: String { path }
 
+    /// The daemon's second socket, beside this one: `PATH.admin`.
+    public var adminPath: String { Self.adminPath(for: path) }
+
+    /// Where a daemon serving `socket` listens for root, its own user and its
+    /// admin group alone (imagentd(8), SECURITY): a listen queue that no flood
+    /// of other users' connections can fill. Clients try it first; whoever may
+    /// not connect to it is refused at once and uses `socket`.
+    public static func adminPath(for socket: String) -> String { socket + ".admin" }
+
     /// Resolves the path from this process's environment and file system.
     public static func resolve(explicit: String?) -> IPCSocketPath {
         resolve(explicit: explicit, environment: { name in getenv(name).map { String(cString: $0) } },

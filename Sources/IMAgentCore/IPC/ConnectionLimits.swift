@@ -10,6 +10,8 @@ struct ConnectionLimits: Sendable {
     var perUID: Int
     private(set) var count = 0
     private(set) var byUID: [UInt32: Int] = [:]
+    /// Connections refused on the main socket since its last batch of accepts.
+    private(set) var refusedSinceBatch = 0
 
     init(total: Int, perUID: Int) {
         self.total = total
@@ -17,9 +19,15 @@ struct ConnectionLimits: Sendable {
     }
 
     /// Counts the connection in, or says why it is refused (LIMIT_REACHED).
-    mutating func admit(uid: UInt32) -> String? {
-        guard count < total else {
-            return "imagentd already serves \(total) connections ([limits] max_clients)"
+    /// `viaAdminSocket`: it came through the admin socket, which may also use
+    /// the places kept for admins.
+    mutating func admit(uid: UInt32, viaAdminSocket: Bool = false) -> String? {
+        let reserve = Self.adminReserve(total: total)
+        if !viaAdminSocket { refusedSinceBatch += 1 }  // undone below when admitted
+        guard count < total - (viaAdminSocket ? 0 : reserve) else {
+            return reserve == 0 || viaAdminSocket
+                ? "imagentd already serves \(total) connections ([limits] max_clients)"
+                : "imagentd already serves \(count) connections ([limits] max_clients \(total), \(reserve) of them kept for admins)"
         }
         let mine = byUID[uid, default: 0]
         // Root is bound by the total only: it administers the daemon and could lift any cap anyway.
@@ -28,7 +36,19 @@ struct ConnectionLimits: Sendable {
         }
         count += 1
         byUID[uid] = mine + 1
+        if !viaAdminSocket { refusedSinceBatch -= 1 }
         return nil
+    }
+
+    /// How many connections the IPC server accepts in one turn of its loop.
+    static let acceptBatch = 8
+
+    /// Whether the main socket's next batch of accepts should wait
+    /// (`AcceptPacer`): every connection of the last batch was refused.
+    /// Asked once per batch; starts the next count.
+    mutating func paceAccepting() -> Bool {
+        defer { refusedSinceBatch = 0 }
+        return refusedSinceBatch >= Self.acceptBatch
     }
 
     /// An admitted connection closed.
@@ -37,6 +57,11 @@ struct ConnectionLimits: Sendable {
         let left = byUID[uid, default: 1] - 1
         byUID[uid] = left > 0 ? left : nil
     }
+
+    /// Places of `max_clients` only the admin socket's connections may take, so
+    /// that users who fill the rest together (64 each, from a few uids) still
+    /// leave root and the admins a way in: an eighth of the total, at most 8.
+    static func adminReserve(total: Int) -> Int { min(8, total / 8) }
 
     /// Descriptors kept back from clients for the link, the store, DNS, the
     /// token command and the journal, whatever `max_clients` says.

@@ -65,6 +65,20 @@ enum SocketPath {
         return connected == 0
     }
 
+    /// The admin socket's permissions: the daemon's user alone (root passes
+    /// anyway), and the admin group when the daemon may give the file to it
+    /// (it runs as root or is a member). Never the main socket's group.
+    static func restrictToAdmins(_ path: String, adminGroupID: gid_t?) -> String? {
+        if chmod(path, 0o600) != 0 { return "cannot set mode of \(path): \(String(cString: strerror(errno)))" }
+        guard let adminGroupID else { return nil }
+        guard chown(path, uid_t.max, adminGroupID) == 0 else {
+            return "cannot give \(path) to the admin group (\(String(cString: strerror(errno)))); its members connect through the main socket "
+                + "until imagentd runs with that group among its own (SupplementaryGroups= in its unit)"
+        }
+        if chmod(path, 0o660) != 0 { return "cannot set mode of \(path): \(String(cString: strerror(errno)))" }
+        return nil
+    }
+
     /// Applies the configured mode and group after bind.
     static func setPermissions(_ path: String, mode: UInt32, group: String) -> String? {
         if !group.isEmpty {

@@ -1,3 +1,4 @@
+import AgentIPC
 import Glibc
 import Testing
 
@@ -25,6 +26,49 @@ import Testing
         #expect(limits.admit(uid: 1000) == nil, "a closed connection frees its place")
         limits.release(uid: 2000)
         #expect(limits.byUID[2000] == nil, "no entry is kept for a uid without connections")
+    }
+
+    @Test func theAdminSocket_keepsPlacesOtherUsersCannotTake() {
+        var limits = ConnectionLimits(total: 64, perUID: 16)
+        #expect(ConnectionLimits.adminReserve(total: 64) == 8)
+        for uid in UInt32(1000)..<1003 {
+            for _ in 0..<16 { #expect(limits.admit(uid: uid) == nil) }
+        }
+        for _ in 0..<8 { #expect(limits.admit(uid: 1003) == nil) }
+        let refusal = limits.admit(uid: 1003)
+        #expect(refusal == "imagentd already serves 56 connections ([limits] max_clients 64, 8 of them kept for admins)")
+        #expect(limits.admit(uid: 0) != nil, "root on the main socket shares the others' places")
+        for _ in 0..<8 { #expect(limits.admit(uid: 0, viaAdminSocket: true) == nil) }
+        #expect(limits.admit(uid: 0, viaAdminSocket: true)?.contains("[limits] max_clients") == true, "the total holds for admins too")
+        #expect(ConnectionLimits.adminReserve(total: 5) == 0 && ConnectionLimits.adminReserve(total: 10_000) == 8)
+    }
+
+    @Test func theMainSocketIsPaced_onlyAfterABatchOfRefusals() {
+        var limits = ConnectionLimits(total: 64, perUID: 4)
+        for _ in 0..<4 { let refusal = limits.admit(uid: 1000); #expect(refusal == nil) }
+        for _ in 0..<7 { let refusal = limits.admit(uid: 1000); #expect(refusal != nil) }
+        var paced = limits.paceAccepting()
+        #expect(!paced, "7 refusals and 4 admitted: not a flood")
+        for _ in 0..<ConnectionLimits.acceptBatch { let refusal = limits.admit(uid: 1000); #expect(refusal != nil) }
+        paced = limits.paceAccepting()
+        #expect(paced, "a whole batch refused")
+        paced = limits.paceAccepting()
+        #expect(!paced, "each batch counts anew")
+        for _ in 0..<ConnectionLimits.acceptBatch { let refusal = limits.admit(uid: 0, viaAdminSocket: true); #expect(refusal == nil) }
+        for _ in 0..<ConnectionLimits.acceptBatch { _ = limits.admit(uid: 1000, viaAdminSocket: true) }
+        paced = limits.paceAccepting()
+        #expect(!paced, "the admin socket is never paced")
+    }
+
+    /// imagentd(8) SECURITY states the accept-time numbers the code uses.
+    @Test func theSecuritySection_statesTheAcceptNumbers() {
+        let page = readRepositoryFile("man/imagentd.8").split(separator: "\n").joined(separator: " ")
+        #expect(ConnectionLimits.acceptBatch == 8 && page.contains("at most 8 connections from one before it serves"))
+        #expect(AcceptPacer.pause == .milliseconds(5) && page.contains("waits 5 ms before it accepts the next 8"))
+        #expect(ConnectionLimits.adminReserve(total: 256) == 8 && page.contains("256 connections, all users (before HELLO included); 8 of them only"))
+        #expect(ConnectionLimits.descriptorReserve == 64 && page.contains("64 descriptors of RLIMIT_NOFILE never given to clients"))
+        #expect(IPCSocketPath.adminPath(for: "/run/imagent/imagent.sock") == "/run/imagent/imagent.sock.admin"
+                && page.contains("/run/imagent/imagent.sock.admin"))
     }
 
     @Test func clientsNeverTakeTheDescriptorReserve() {

@@ -109,7 +109,7 @@ let package = Package(
         .executableTarget(
             name: "imagentd",
             dependencies: [
-                "IMLink", "AgentIPC", "AgentStore", "RefServer", "ConfigFile", "JSONText", "CSystemd", "CMalloc",
+                "IMLink", "MQTT5", "AgentIPC", "AgentStore", "RefServer", "ConfigFile", "JSONText", "CSystemd", "CMalloc",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -38,7 +38,7 @@ enum ConfigLoader {
 }
 
 /// One key's reader: converts a TOML value and stores it, or says what is wrong.
-private typealias KeyReader = @Sendable (inout DaemonConfiguration, TOMLValue) -> String?
+typealias KeyReader = @Sendable (inout DaemonConfiguration, TOMLValue) -> String?
 
 private struct Reader {
     var file: String
@@ -62,7 +62,9 @@ private struct Reader {
             ("allow_plaintext", { c, v in boolean(v).map { c.server.allowPlaintext = $0 }.failure }),
             ("redirect_allow", { c, v in stringList(v, nonEmpty: false).map { c.server.redirectAllow = $0 }.failure
                 ?? c.server.redirectAllow.lazy.compactMap(RedirectPolicy.patternProblem).first }),
+            ("protocol", { c, v in choice(v, DaemonConfiguration.UpstreamProtocol.self).map { c.server.upstreamProtocol = $0 }.failure }),
         ]),
+        ("mqtt", DaemonConfiguration.MQTTSettings.keys),
         ("server.tls", [
             ("enabled", { c, v in boolean(v).map { c.server.tls.enabled = $0 }.failure }),
             ("ca_file", { c, v in path(v).map { c.server.tls.caFile = $0 }.failure }),
@@ -183,7 +185,7 @@ private struct Reader {
 
 // MARK: value readers: each returns the value, or the sentence that says what is wrong
 
-private enum Read<Value> {
+enum Read<Value> {
     case value(Value)
     case problem(String)
 
@@ -200,7 +202,7 @@ private enum Read<Value> {
     }
 }
 
-private func string(_ value: TOMLValue, length: ClosedRange<Int>) -> Read<String> {
+func string(_ value: TOMLValue, length: ClosedRange<Int>) -> Read<String> {
     guard case .string(let text) = value else { return .problem("expected a string, found \(value.typeName)") }
     guard length.contains(text.utf8.count) else {
         return .problem("must be \(length.lowerBound)–\(length.upperBound) bytes long, not \(text.utf8.count)")
@@ -219,7 +221,7 @@ private func boolean(_ value: TOMLValue) -> Read<Bool> {
     return .value(flag)
 }
 
-private func integer(_ value: TOMLValue, in range: ClosedRange<Int>) -> Read<Int> {
+func integer(_ value: TOMLValue, in range: ClosedRange<Int>) -> Read<Int> {
     guard case .integer(let number) = value else { return .problem("expected an integer, found \(value.typeName)") }
     guard let int = Int(exactly: number), range.contains(int) else {
         return .problem("\(number) is out of range \(range.lowerBound)–\(range.upperBound)")

@@ -1,5 +1,6 @@
 import IMLink
 import Logging
+import MQTT5
 import NIOCore
 import NIOPosix
 
@@ -82,6 +83,8 @@ final class LinkEngineCore {
     private var draining = false
     /// A flush of the link's channel is queued on the loop (see `scheduleFlush`).
     private var flushScheduled = false
+    /// With `protocol = "mqtt"`: what the MQTT adapter keeps between connections.
+    private let mqttMemory = MQTTLinkMemory()
 
     init(
         configuration: LinkConfiguration,
@@ -233,6 +236,11 @@ final class LinkEngineCore {
                 current.limit.maxBody = configuration.maxFrame
             }
         case .loginOK(let ok):
+            if let maxBody = mqttMemory.maxBody, configuration.mqtt != nil {
+                // The broker's Maximum Packet Size, less an `up` PUBLISH's overhead, is its MAX_FRAME.
+                current.serverMaxFrame = min(current.serverMaxFrame, maxBody)
+                connection = current
+            }
             serverClockOffsetMS = ok.serverTimeMS.map { Int64(clamping: $0) - Int64(clamping: unixMilliseconds()) }
             run(machine.loginOK(attempt, heartbeat: ok.heartbeatMS.map { .milliseconds(Int64($0)) }, now: now))
         case .loginFail(let fail):
@@ -270,8 +278,9 @@ final class LinkEngineCore {
         serverCertificateNotAfterUnixMS = certificateNotAfterUnixMS
         // A server without ALPN says nothing; one that picked another
         // protocol is not an IMLink server.
-        if let negotiatedProtocol, negotiatedProtocol != LinkTLS.alpn {
-            failConnection(attempt, reason: "TLS: server chose ALPN \(negotiatedProtocol), not \(LinkTLS.alpn)")
+        let expected = tls?.applicationProtocol ?? LinkTLS.alpn
+        if let negotiatedProtocol, negotiatedProtocol != expected {
+            failConnection(attempt, reason: "TLS: server chose ALPN \(negotiatedProtocol), not \(expected)")
             return
         }
         run(machine.tlsEstablished(attempt, now: .now))
@@ -472,7 +481,8 @@ final class LinkEngineCore {
         }
         let limit = FrameLimit()
         connection = Connection(attempt: attempt, endpoint: endpoint, limit: limit)
-        let handlerParts = NIOLoopBound((self, limit), eventLoop: loop)
+        let mqtt = makeMQTTHandler(endpoint: endpoint)
+        let handlerParts = NIOLoopBound((self, limit, mqtt), eventLoop: loop)
         // As long as the stage's deadline (short for a probe): the socket
         // never outlives its attempt, so one connect is in flight at a time.
         ClientBootstrap(group: loop)
@@ -481,7 +491,18 @@ final class LinkEngineCore {
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    let (engine, limit) = handlerParts.value
+                    let (engine, limit, mqtt) = handlerParts.value
+                    if let (handler, maxPacketSize) = mqtt {
+                        // The MQTT adapter below the engine: the same frames above it, MQTT 5 below.
+                        return try channel.pipeline.syncOperations.addHandlers(
+                            LinkByteCounter(engine.traffic),
+                            ByteToMessageHandler(MQTT5PacketDecoder(maxPacketSize: Int(maxPacketSize))),
+                            MessageToByteHandler(MQTT5PacketEncoder()),
+                            handler,
+                            LinkFrameCounter(engine.traffic),
+                            LinkChannelHandler(attempt: attempt, engine: engine)
+                        )
+                    }
                     try channel.pipeline.syncOperations.addHandlers(
                         LinkByteCounter(engine.traffic),
                         ByteToMessageHandler(NegotiatedFrameDecoder(limit: limit)),
@@ -523,6 +544,15 @@ final class LinkEngineCore {
                     run(machine.stageFailed(attempt, stage: .tcp, reason: "\(error)", pathSilent: isSilent(error), now: .now))
                 }
             }
+    }
+
+    /// With `protocol = "mqtt"`, the adapter for a new connection and the largest packet it accepts.
+    private func makeMQTTHandler(endpoint: Endpoint) -> (MQTTLinkHandler, UInt32)? {
+        guard let settings = configuration.mqtt, let topics = try? settings.topics() else { return nil }
+        let adapter = MQTTLinkAdapter(settings: settings, topics: topics,
+                                      keepAlive: MQTTLinkSettings.keepAlive(heartbeatMax: configuration.heartbeatMax),
+                                      maxFrame: configuration.maxFrame, port: endpoint.port, lastAcked: mqttMemory.lastAcked)
+        return (MQTTLinkHandler(adapter: adapter, memory: mqttMemory, logger: logger), adapter.maximumPacketSize)
     }
 
     private func startTLS(_ attempt: AttemptID, _ endpoint: Endpoint) {

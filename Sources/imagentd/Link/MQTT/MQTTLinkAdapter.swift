@@ -20,7 +20,10 @@ import NIOCore
 ///   Maximum, PUBLISHes wait here in order (at most the sessions' windows);
 /// - a PUBLISH on a `down` topic becomes DATA with its `imagent-seq`; its
 ///   PUBACK leaves only once the sessions ACK that seq, that is once it is
-///   stored (a duplicate is ACKed again at once);
+///   stored (a duplicate is ACKed again at once). One that comes ahead of
+///   its turn (backends on a shared subscription answer in any order) waits
+///   here, unacknowledged, until the seqs before it came: at most our
+///   Receive Maximum of them, as the broker sends no more;
 /// - PING becomes PINGREQ, PINGRESP becomes PONG; DISCONNECT becomes GOAWAY
 ///   (with its Server Reference as REDIRECT) or ERROR, by its reason code.
 struct MQTTLinkAdapter {
@@ -31,8 +34,10 @@ struct MQTTLinkAdapter {
         case frame(Frame)
         /// Close the connection for this reason (the engine backs off).
         case fail(String)
-        /// Worth a line in the log.
+        /// Worth a line in the log (debug).
         case note(String)
+        /// A message the adapter had to drop, or another thing the operator should hear of.
+        case warning(String)
     }
 
     static let seqProperty = "imagent-seq"
@@ -62,6 +67,10 @@ struct MQTTLinkAdapter {
     private var waitingHead = 0
     /// Inbound messages waiting for the session's ACK before their PUBACK, per session, in seq order.
     private var unacknowledgedInbound: [UInt64: [(seq: UInt64, receipt: ClientSession.Receipt)]] = [:]
+    /// The seq each open session takes next (OPEN's RESUME_AFTER + 1, then each one forwarded).
+    private var nextInbound: [UInt64: UInt64] = [:]
+    /// Inbound messages ahead of their turn, per session, in seq order.
+    private var early: [UInt64: [(seq: UInt64, payload: ByteBuffer, receipt: ClientSession.Receipt)]] = [:]
     /// PINGs sent as PINGREQ, answered in order.
     private var pings: [Ping] = []
 
@@ -104,6 +113,8 @@ struct MQTTLinkAdapter {
             services[close.session] = nil
             lastAcked[close.session] = nil
             unacknowledgedInbound[close.session] = nil
+            nextInbound[close.session] = nil
+            early[close.session] = nil
             return []
         case .data(let data):
             return publish(data)
@@ -150,6 +161,7 @@ struct MQTTLinkAdapter {
             return [.frame(.openFail(OpenFail(session: open.session, code: .forbidden, message: "\(error)")))]
         }
         services[open.session] = open.service
+        nextInbound[open.session] = open.resumeAfter + 1
         let window = UInt32(min(limits?.receiveMaximum ?? 1_024, Int(UInt16.max)))
         return [.frame(.openOK(OpenOK(session: open.session, lastAcked: lastAcked[open.session] ?? 0, window: window)))]
     }
@@ -280,7 +292,7 @@ struct MQTTLinkAdapter {
         let seq = publish.properties.userProperties.first { $0.name == Self.seqProperty }.flatMap { UInt64($0.value) }
         guard let (service, session) = topics.parseDown(topic), let seq, seq > 0, services[session] == service else {
             // Nobody can take it: acknowledged so that the broker stops sending it, and logged.
-            var outputs: [Output] = [.note("dropping a PUBLISH on \(topic): \(seq == nil ? "no decimal imagent-seq" : "no open session of that service")")]
+            var outputs: [Output] = [.warning("dropping a PUBLISH on \(topic): \(seq == nil ? "no decimal imagent-seq" : "no open session of that service")")]
             if let receipt, var client {
                 outputs += client.handle(.stored(receipt)).map { action -> Output in
                     if case .send(let packet) = action { return .packet(packet) }
@@ -290,10 +302,41 @@ struct MQTTLinkAdapter {
             }
             return outputs
         }
-        if let receipt {
-            unacknowledgedInbound[session, default: []].append((seq, receipt))
+        let expected = nextInbound[session] ?? 1
+        if seq > expected {
+            // Ahead of its turn: held, unacknowledged, until the seqs before it come.
+            guard let receipt else { return [.warning("dropping QoS 0 PUBLISH seq \(seq) of session \(session): \(expected) is due first")] }
+            var waiting = early[session] ?? []
+            waiting.insert((seq, publish.payload, receipt), at: waiting.firstIndex { $0.seq > seq } ?? waiting.endIndex)
+            early[session] = waiting
+            return []
         }
-        return [.frame(.data(DataFrame(session: session, seq: seq, body: publish.payload)))]
+        var outputs = [forward(session: session, seq: seq, payload: publish.payload, receipt: receipt)]
+        guard seq == expected else { return outputs }  // a duplicate: the sessions drop it and ACK again
+        var next = expected + 1
+        if var waiting = early[session] {
+            var taken = 0
+            while taken < waiting.count, waiting[taken].seq <= next {
+                let item = waiting[taken]
+                outputs.append(forward(session: session, seq: item.seq, payload: item.payload, receipt: item.receipt))
+                if item.seq == next { next += 1 }
+                taken += 1
+            }
+            waiting.removeFirst(taken)
+            early[session] = waiting.isEmpty ? nil : waiting
+        }
+        nextInbound[session] = next
+        return outputs
+    }
+
+    /// DATA for the sessions; its PUBACK waits for their ACK of `seq`.
+    private mutating func forward(session: UInt64, seq: UInt64, payload: ByteBuffer, receipt: ClientSession.Receipt?) -> Output {
+        if let receipt {
+            var pending = unacknowledgedInbound[session] ?? []
+            pending.insert((seq, receipt), at: pending.lastIndex { $0.seq <= seq }.map { $0 + 1 } ?? 0)
+            unacknowledgedInbound[session] = pending
+        }
+        return .frame(.data(DataFrame(session: session, seq: seq, body: payload)))
     }
 
     /// What a failing reason code means for the link, as the frame an IMLink server would have sent.

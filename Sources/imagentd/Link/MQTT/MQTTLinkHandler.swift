@@ -79,6 +79,8 @@ final class MQTTLinkHandler: ChannelDuplexHandler {
                 context.fireErrorCaught(MQTTLinkFailure(description: reason))
             case .note(let text):
                 logger.debug("mqtt: \(text)")
+            case .warning(let text):
+                logger.warning("mqtt: \(text)")
             }
         }
     }

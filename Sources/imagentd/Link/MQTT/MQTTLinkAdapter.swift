@@ -38,9 +38,19 @@ struct MQTTLinkAdapter {
         case note(String)
         /// A message the adapter had to drop, or another thing the operator should hear of.
         case warning(String)
+
+        var endsLink: Bool {
+            switch self {
+            case .fail, .frame(.goaway), .frame(.loginFail): true
+            case .frame(.error(let error)): error.session == 0
+            case .packet, .frame, .note, .warning: false
+            }
+        }
     }
 
     static let seqProperty = "imagent-seq"
+    /// How long the link waits before sending again a message that found no subscriber.
+    static let noSubscriberRetryMS: UInt32 = 2_000
 
     let settings: MQTTLinkSettings
     let topics: SessionTopics
@@ -73,6 +83,8 @@ struct MQTTLinkAdapter {
     private var early: [UInt64: [(seq: UInt64, payload: ByteBuffer, receipt: ClientSession.Receipt)]] = [:]
     /// PINGs sent as PINGREQ, answered in order.
     private var pings: [Ping] = []
+    /// The connection is being given up: no PUBACK counts any more (a later ACK would cover the failed message).
+    private var failed = false
 
     init(settings: MQTTLinkSettings, topics: SessionTopics, keepAlive: UInt16, maxFrame: UInt32, port: UInt16,
          lastAcked: [UInt64: UInt64]) {
@@ -95,6 +107,21 @@ struct MQTTLinkAdapter {
     // MARK: Frames from the engine and the sessions
 
     mutating func send(_ frame: Frame) -> [Output] {
+        ending(sending(frame))
+    }
+
+    /// Packets from the broker.
+    mutating func received(_ packet: Packet) -> [Output] {
+        ending(receiving(packet))
+    }
+
+    /// Once an output ends the link, no later PUBACK may turn into an ACK.
+    private mutating func ending(_ outputs: [Output]) -> [Output] {
+        if outputs.contains(where: \.endsLink) { failed = true }
+        return outputs
+    }
+
+    private mutating func sending(_ frame: Frame) -> [Output] {
         switch frame {
         case .hello(let hello):
             // Nothing to negotiate: no DEFLATE (MQTT payloads go as they are), FLOW for Receive Maximum.
@@ -238,7 +265,7 @@ struct MQTTLinkAdapter {
 
     // MARK: Packets from the broker
 
-    mutating func received(_ packet: Packet) -> [Output] {
+    private mutating func receiving(_ packet: Packet) -> [Output] {
         guard var client else {
             return [.fail("the broker sent \(packet.type) before CONNECT")]
         }
@@ -260,7 +287,7 @@ struct MQTTLinkAdapter {
         case .deliver(let topic, let publish, let receipt):
             return deliver(topic: topic, publish, receipt: receipt)
         case .published(let tag):
-            guard let (session, seq) = outbound.removeValue(forKey: tag) else { return sendWaiting() }
+            guard let (session, seq) = outbound.removeValue(forKey: tag), !failed else { return sendWaiting() }
             var outputs: [Output] = []
             // PUBACKs come in the order of the PUBLISHes [MQTT-4.6.0-2], so seq only grows per session.
             if services[session] != nil, seq > lastAcked[session] ?? 0 {
@@ -268,7 +295,17 @@ struct MQTTLinkAdapter {
                 outputs.append(.frame(.ack(Ack(session: session, seq: seq))))
             }
             return outputs + sendWaiting()
+        case .publishedWithoutSubscribers(let tag):
+            // Taken but dropped: nobody subscribes the up topic (the backend is away, or the broker
+            // lost its subscription in a restart). Not acknowledged: the link is dropped and the
+            // message goes again after a pause, and everything behind it.
+            guard !failed else { return [] }
+            failed = true
+            let message = outbound.removeValue(forKey: tag).map { "session \($0.session) seq \($0.seq)" } ?? "a message"
+            return [.frame(.goaway(Goaway(code: .overloaded, message: "PUBACK for \(message): no matching subscribers; sending it again later",
+                                          retryAfterMS: Self.noSubscriberRetryMS)))]
         case .publishRefused(let tag, let code):
+            failed = true
             let message = outbound.removeValue(forKey: tag).map { "session \($0.session) seq \($0.seq)" } ?? "a message"
             return [Self.failure(code, serverReference: nil, port: port, what: "PUBACK for \(message)", connecting: false)]
         case .subscribed(let filter, _):
@@ -281,8 +318,10 @@ struct MQTTLinkAdapter {
         case .refused(let code, let reference):
             return [Self.failure(code, serverReference: reference, port: port, what: "CONNACK", connecting: true)]
         case .disconnected(let code, let reference):
+            failed = true
             return [Self.failure(code, serverReference: reference, port: port, what: "DISCONNECT", connecting: false)]
         case .close(let code, let because):
+            failed = true
             self.client = nil
             return [.packet(.disconnect(Disconnect(reasonCode: code))), .fail("MQTT protocol error by the broker: \(because)")]
         }

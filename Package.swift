@@ -247,7 +247,7 @@ let package = Package(
             name: "imagentdTests",
             dependencies: [
                 "IMAgentTestKit",
-                "imagentd", "IMLink", "RefServer",
+                "imagentd", "IMLink", "MQTT5", "RefServer",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

@@ -64,7 +64,6 @@ private struct Reader {
                 ?? c.server.redirectAllow.lazy.compactMap(RedirectPolicy.patternProblem).first }),
             ("protocol", { c, v in choice(v, DaemonConfiguration.UpstreamProtocol.self).map { c.server.upstreamProtocol = $0 }.failure }),
         ]),
-        ("mqtt", DaemonConfiguration.MQTTSettings.keys),
         ("server.tls", [
             ("enabled", { c, v in boolean(v).map { c.server.tls.enabled = $0 }.failure }),
             ("ca_file", { c, v in path(v).map { c.server.tls.caFile = $0 }.failure }),
@@ -73,6 +72,7 @@ private struct Reader {
             ("private_key_file", { c, v in path(v).map { c.server.tls.privateKeyFile = $0 }.failure }),
             ("verify", { c, v in boolean(v).map { c.server.tls.verify = $0 }.failure }),
         ]),
+        ("mqtt", DaemonConfiguration.MQTTSettings.keys),
         ("auth", [
             ("token_file", { c, v in path(v).map { c.token = .file($0) }.failure }),
             ("token_command", { c, v in stringList(v, nonEmpty: true).map { c.token = .command($0) }.failure }),

@@ -25,6 +25,58 @@ struct MQTTUpstreamTests {
         }
     }
 
+    /// TLS to the broker with the daemon's client certificate (the broker requires one and takes its
+    /// CN as the user name), verified for `server_name`: the echo still comes back.
+    @Test func echoOverTLS_withAClientCertificate() async throws {
+        let listener: (String, UInt16) throws -> String = { directory, port in
+            let script = """
+                set -e
+                cd '\(directory)'
+                openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ca.key -out ca.pem \\
+                  -days 2 -subj '/CN=imagent mqtt test CA' \\
+                  -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign
+                openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout broker.key -out broker.csr -subj '/CN=mqtt.test'
+                printf 'subjectAltName=DNS:mqtt.test\\nbasicConstraints=CA:FALSE\\nextendedKeyUsage=serverAuth\\n' > broker.cnf
+                openssl x509 -req -in broker.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out broker.pem -days 2 -extfile broker.cnf
+                openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout client.key -out client.csr -subj '/CN=mqtt-test-host'
+                printf 'basicConstraints=CA:FALSE\\nextendedKeyUsage=clientAuth\\n' > client.cnf
+                openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem -days 2 -extfile client.cnf
+                chmod 0600 client.key
+                """
+            let openssl = try ChildProcess(executable: "/bin/sh", arguments: ["-c", script], stdout: .null, stderr: .null)
+            openssl.waitUntilExit()
+            guard access(directory + "/client.pem", R_OK) == 0 else { throw RealDaemonError("openssl could not make the test certificates") }
+            return """
+                listener \(port) 127.0.0.1
+                cafile \(directory)/ca.pem
+                certfile \(directory)/broker.pem
+                keyfile \(directory)/broker.key
+                require_certificate true
+                use_identity_as_username true
+                """
+        }
+        let daemon: (String, String) -> String = { text, directory in
+            text + """
+
+                [server.tls]
+                ca_file = "\(directory)/ca.pem"
+                server_name = "mqtt.test"
+                certificate_file = "\(directory)/client.pem"
+                private_key_file = "\(directory)/client.key"
+                """
+        }
+        try await withMQTTDaemon(tls: (listener, daemon)) { daemon, broker, _ in
+            _ = try await daemon.waitForLink("connected")
+            let session = try await open(daemon)
+            let sent = try await daemon.imagent(["send", "\(session)", "--lines"], stdin: lines(1...50))
+            #expect(sent.status == 0, "\(sent.stderr)")
+            let received = try await listen(daemon, session, count: 50, after: 0)
+            #expect(received.map(\.seq) == Array(1...50), "\(received.count) received")
+            #expect(received.allSatisfy { $0.text == "m\($0.seq)" })
+            #expect(broker.log.contains("u'mqtt-test-host'"), "the broker took the client certificate's CN as the user name")
+        }
+    }
+
     /// 5,000 messages each way (CI size) across two `kill -9` of the daemon, two broker
     /// restarts and two link drops: 0 lost, 0 duplicated, 0 reordered at the local program.
     @Test func exactlyOnce_acrossKillNine_brokerRestarts_andLinkDrops() async throws {
@@ -98,13 +150,18 @@ struct MQTTUpstreamTests {
 }
 
 /// A broker, the echo backend and a daemon speaking MQTT to the broker; all stopped afterwards.
-func withMQTTDaemon(_ body: (inout RealDaemon, TCPMosquitto, EchoBackend) async throws -> Void) async throws {
+/// `tls`: the daemon's endpoint is a second listener of the broker, set up by `tls.listener`
+/// (given the folder and its port), and `tls.daemon` (given the file without `tls = false`, and the folder)
+/// turns TLS on in the daemon's file.
+func withMQTTDaemon(tls: (listener: (String, UInt16) throws -> String, daemon: (String, String) -> String)? = nil,
+                    _ body: (inout RealDaemon, TCPMosquitto, EchoBackend) async throws -> Void) async throws {
     let setup = try await RealDaemon.prepare(extraConfig: """
         [mqtt]
         client_id = "mqtt-test-host"
         session_expiry_seconds = 600
         """)
-    let broker = try TCPMosquitto.start(directory: setup.directory)
+    let tlsPort = try freeLoopbackPort()
+    let broker = try TCPMosquitto.start(directory: setup.directory, extra: try tls.map { try $0.listener(setup.directory, tlsPort) } ?? "")
     let backend: EchoBackend
     do {
         backend = try EchoBackend.start(port: broker.port, log: setup.directory + "/echo.log")
@@ -115,9 +172,10 @@ func withMQTTDaemon(_ body: (inout RealDaemon, TCPMosquitto, EchoBackend) async 
     var daemon: RealDaemon
     do {
         // The same file as for IMLink, pointed at the broker: the token file stays, as the password.
-        let text = try String(contentsOfFile: setup.configPath, encoding: .utf8)
+        var text = try String(contentsOfFile: setup.configPath, encoding: .utf8)
             .replacingOccurrences(of: "endpoints = [\"\(setup.server.address)\"]",
-                                  with: "endpoints = [\"127.0.0.1:\(broker.port)\"]\nprotocol = \"mqtt\"")
+                                  with: "endpoints = [\"127.0.0.1:\(tls == nil ? broker.port : tlsPort)\"]\nprotocol = \"mqtt\"")
+        if let tls { text = tls.daemon(text.replacingOccurrences(of: "tls = false\n", with: ""), setup.directory) }
         try text.write(toFile: setup.configPath, atomically: true, encoding: .utf8)
         daemon = try await RealDaemon.launch(setup)
     } catch {
@@ -153,7 +211,8 @@ final class TCPMosquitto: @unchecked Sendable {
         self.process = process
     }
 
-    static func start(directory: String) throws -> TCPMosquitto {
+    /// `extra`: more of mosquitto.conf (another listener, say).
+    static func start(directory: String, extra: String = "") throws -> TCPMosquitto {
         let executable = "/usr/sbin/mosquitto"
         guard access(executable, X_OK) == 0 else {
             throw RealDaemonError("\(executable) is missing: run scripts/bootstrap (it installs Debian's mosquitto)")
@@ -172,6 +231,7 @@ final class TCPMosquitto: @unchecked Sendable {
             log_type notice
             log_type information
             log_type subscribe
+            \(extra)
             """.write(toFile: directory + "/mosquitto.conf", atomically: true, encoding: .utf8)
         let broker = TCPMosquitto(directory: directory, port: port, process: try launch(directory))
         try broker.waitUntilListening()

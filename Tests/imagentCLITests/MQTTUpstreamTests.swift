@@ -1,5 +1,7 @@
+import AgentIPC
 import Foundation
 import IMAgentTestKit
+import NIOCore
 import Testing
 
 #if canImport(Glibc)
@@ -22,6 +24,38 @@ struct MQTTUpstreamTests {
             #expect(received.map(\.seq) == Array(1...200), "\(received.count) received")
             #expect(received.allSatisfy { $0.text == "m\($0.seq)" })
             #expect(broker.log.contains("imagent/mqtt-test-host/+/+/down"), "the daemon subscribed to its down filter")
+        }
+    }
+
+    /// A message the broker's Maximum Packet Size can never let through fails alone at once
+    /// (EXPIRED, PAYLOAD_TOO_LARGE); the link and the messages around it go on.
+    @Test func aMessageAboveTheBrokersMaximumPacketSize_failsAlone() async throws {
+        try await withMQTTDaemon(brokerExtra: "max_packet_size 4096") { daemon, _, _ in
+            _ = try await daemon.waitForLink("connected")
+            let client = try await IPCClient.connect(socketPath: daemon.socketPath, clientName: "big")
+            let session = try await client.open(service: "echo").session
+            var events = client.events.makeAsyncIterator()
+            try await client.send(session: session, text: "small")
+            try await client.send(session: session, payload: ByteBuffer(repeating: 0x62, count: 5_000))
+            try await client.send(session: session, text: "after")
+            var echoes: [String] = []
+            var expired: [IPCMessage.Expired] = []
+            while echoes.count < 2, let event = try await events.next() {
+                switch event {
+                case .message(let message):
+                    echoes.append(String(buffer: message.payload))
+                    try await client.ack(session: session, seq: message.seq)
+                case .expired(let message): expired.append(message)
+                default: continue
+                }
+            }
+            print("over the broker's Maximum Packet Size: \(expired.map { "seq \($0.seq) code \($0.code): \($0.message ?? "")" })")
+            #expect(echoes == ["small", "after"])
+            #expect(expired.map(\.seq) == [2])
+            #expect(expired.first?.code == .payloadTooLarge)
+            let status = try await client.status()
+            #expect(status.contains("\"reconnects\":0"), "the link was dropped: \(status)")
+            await client.close()
         }
     }
 
@@ -153,7 +187,7 @@ struct MQTTUpstreamTests {
 /// `tls`: the daemon's endpoint is a second listener of the broker, set up by `tls.listener`
 /// (given the folder and its port), and `tls.daemon` (given the file without `tls = false`, and the folder)
 /// turns TLS on in the daemon's file.
-func withMQTTDaemon(tls: (listener: (String, UInt16) throws -> String, daemon: (String, String) -> String)? = nil,
+func withMQTTDaemon(brokerExtra: String = "", tls: (listener: (String, UInt16) throws -> String, daemon: (String, String) -> String)? = nil,
                     _ body: (inout RealDaemon, TCPMosquitto, EchoBackend) async throws -> Void) async throws {
     let setup = try await RealDaemon.prepare(extraConfig: """
         [mqtt]
@@ -161,7 +195,8 @@ func withMQTTDaemon(tls: (listener: (String, UInt16) throws -> String, daemon: (
         session_expiry_seconds = 600
         """)
     let tlsPort = try freeLoopbackPort()
-    let broker = try TCPMosquitto.start(directory: setup.directory, extra: try tls.map { try $0.listener(setup.directory, tlsPort) } ?? "")
+    let broker = try TCPMosquitto.start(directory: setup.directory,
+                                        extra: brokerExtra + "\n" + (try tls.map { try $0.listener(setup.directory, tlsPort) } ?? ""))
     let backend: EchoBackend
     do {
         backend = try EchoBackend.start(port: broker.port, log: setup.directory + "/echo.log")

@@ -18,7 +18,7 @@ The contract it keeps (imagent-mqtt(7), BACKEND CONTRACT):
 
 Usage: echo.py [--host H] [--port P] [--prefix imagent] [--service echo]
                [--group echo] [--client-id ID] [--username U --password P]
-               [--cafile CA.pem]
+               [--cafile CA.pem] [--sink]
 """
 import argparse
 import signal
@@ -45,6 +45,8 @@ def main():
     parser.add_argument("--cafile", help="CA bundle: connect with TLS")
     parser.add_argument("--session-expiry", type=int, default=3600,
                         help="seconds the broker keeps this instance's queue while it is away")
+    parser.add_argument("--sink", action="store_true",
+                        help="acknowledge without answering (a sink, for benchmarks)")
     args = parser.parse_args()
 
     up_filter = f"$share/{args.group}/{args.prefix}/+/{args.service}/+/up"
@@ -72,6 +74,9 @@ def main():
         levels = message.topic.split("/")
         if seq is None or levels[-1] != "up":
             client.ack(message.mid, message.qos)  # not ours to answer; never again
+            return
+        if args.sink:
+            client.ack(message.mid, message.qos)
             return
         properties = Properties(PacketTypes.PUBLISH)
         properties.UserProperty = [(SEQ, seq)]

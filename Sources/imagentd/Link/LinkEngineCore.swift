@@ -551,7 +551,8 @@ final class LinkEngineCore {
         guard let settings = configuration.mqtt, let topics = try? settings.topics() else { return nil }
         let adapter = MQTTLinkAdapter(settings: settings, topics: topics,
                                       keepAlive: MQTTLinkSettings.keepAlive(heartbeatMax: configuration.heartbeatMax),
-                                      maxFrame: configuration.maxFrame, port: endpoint.port, lastAcked: mqttMemory.lastAcked)
+                                      maxFrame: configuration.maxFrame, port: endpoint.port, lastAcked: mqttMemory.lastAcked,
+                                      noSubscriberStreak: mqttMemory.noSubscriberStreak)
         return (MQTTLinkHandler(adapter: adapter, memory: mqttMemory, logger: logger), adapter.maximumPacketSize)
     }
 

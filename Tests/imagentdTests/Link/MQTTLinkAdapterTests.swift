@@ -10,9 +10,9 @@ import Testing
     static let settings = MQTTLinkSettings(clientID: "host-1", username: "dev", passwordFromToken: true,
                                            sessionExpirySeconds: 600, topicPrefix: "imagent")
 
-    static func adapter(lastAcked: [UInt64: UInt64] = [:]) throws -> MQTTLinkAdapter {
+    static func adapter(lastAcked: [UInt64: UInt64] = [:], noSubscriberStreak: Int = 0) throws -> MQTTLinkAdapter {
         MQTTLinkAdapter(settings: settings, topics: try settings.topics(), keepAlive: 30, maxFrame: 1 << 20, port: 1883,
-                        lastAcked: lastAcked)
+                        lastAcked: lastAcked, noSubscriberStreak: noSubscriberStreak)
     }
 
     /// HELLO, LOGIN, CONNACK: the adapter as the engine sees it after LOGIN_OK.
@@ -105,10 +105,22 @@ import Testing
         let second = Self.publishes(adapter.send(.data(DataFrame(session: 9, seq: 2, body: ByteBuffer(string: "b")))))
         let outputs = adapter.received(.puback(PublishAck(packetIdentifier: first[0].packetIdentifier, reasonCode: .noMatchingSubscribers)))
         guard case .frame(.goaway(let goaway)) = try #require(outputs.first) else { Issue.record("\(outputs)"); return }
-        #expect(goaway.code == .overloaded && goaway.retryAfterMS == MQTTLinkAdapter.noSubscriberRetryMS)
+        #expect(goaway.code == .overloaded && goaway.retryAfterMS == 2_000)
+        #expect(adapter.noSubscriberStreak == 1)
         #expect(adapter.received(.puback(PublishAck(packetIdentifier: second[0].packetIdentifier))).isEmpty,
                 "a later ACK would cover the dropped message")
         #expect(adapter.lastAcked[9] == nil)
+    }
+
+    @Test func noSubscriberRetries_backOff_andAnAcceptedMessageResetsThem() throws {
+        #expect((0...7).map { MQTTLinkAdapter.noSubscriberRetryMS(streak: $0) } == [2_000, 4_000, 8_000, 16_000, 32_000, 64_000, 64_000, 64_000])
+        var adapter = try Self.adapter(noSubscriberStreak: 3)
+        _ = adapter.send(.login(Login(token: ByteBuffer(), agentID: "host-1")))
+        _ = adapter.received(.connack(ConnAck(sessionPresent: true, reasonCode: .success)))
+        _ = adapter.send(.open(Open(session: 9, service: "echo", resumeAfter: 0)))
+        let sent = Self.publishes(adapter.send(.data(DataFrame(session: 9, seq: 1, body: ByteBuffer(string: "a")))))
+        _ = adapter.received(.puback(PublishAck(packetIdentifier: sent[0].packetIdentifier)))
+        #expect(adapter.noSubscriberStreak == 0)
     }
 
     @Test func down_isData_pubackOnlyAfterTheSessionsAck_andEarlyOnesWaitForTheirTurn() throws {

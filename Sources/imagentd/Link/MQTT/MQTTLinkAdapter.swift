@@ -49,8 +49,12 @@ struct MQTTLinkAdapter {
     }
 
     static let seqProperty = "imagent-seq"
-    /// How long the link waits before sending again a message that found no subscriber.
-    static let noSubscriberRetryMS: UInt32 = 2_000
+    /// How long the link waits before sending again a message that found no subscriber: 2 s,
+    /// doubling with each such link in a row up to 64 s, so a backend that is away for a day costs
+    /// a reconnect a minute, not one every 2 s.
+    static func noSubscriberRetryMS(streak: Int) -> UInt32 {
+        2_000 << UInt32(min(max(streak, 0), 5))
+    }
 
     let settings: MQTTLinkSettings
     let topics: SessionTopics
@@ -63,6 +67,8 @@ struct MQTTLinkAdapter {
 
     /// The highest seq the broker took, per session, across this engine's links.
     private(set) var lastAcked: [UInt64: UInt64]
+    /// Links in a row that ended on a message nobody subscribed to (the next retry waits longer).
+    private(set) var noSubscriberStreak: Int
     /// The broker's limits once CONNACK accepted us.
     private(set) var limits: BrokerLimits?
 
@@ -87,7 +93,8 @@ struct MQTTLinkAdapter {
     private var failed = false
 
     init(settings: MQTTLinkSettings, topics: SessionTopics, keepAlive: UInt16, maxFrame: UInt32, port: UInt16,
-         lastAcked: [UInt64: UInt64]) {
+         lastAcked: [UInt64: UInt64], noSubscriberStreak: Int = 0) {
+        self.noSubscriberStreak = noSubscriberStreak
         self.settings = settings
         self.topics = topics
         self.keepAlive = keepAlive
@@ -290,6 +297,7 @@ struct MQTTLinkAdapter {
             guard let (session, seq) = outbound.removeValue(forKey: tag), !failed else { return sendWaiting() }
             var outputs: [Output] = []
             // PUBACKs come in the order of the PUBLISHes [MQTT-4.6.0-2], so seq only grows per session.
+            noSubscriberStreak = 0
             if services[session] != nil, seq > lastAcked[session] ?? 0 {
                 lastAcked[session] = seq
                 outputs.append(.frame(.ack(Ack(session: session, seq: seq))))
@@ -301,9 +309,10 @@ struct MQTTLinkAdapter {
             // message goes again after a pause, and everything behind it.
             guard !failed else { return [] }
             failed = true
+            defer { noSubscriberStreak += 1 }
             let message = outbound.removeValue(forKey: tag).map { "session \($0.session) seq \($0.seq)" } ?? "a message"
             return [.frame(.goaway(Goaway(code: .overloaded, message: "PUBACK for \(message): no matching subscribers; sending it again later",
-                                          retryAfterMS: Self.noSubscriberRetryMS)))]
+                                          retryAfterMS: Self.noSubscriberRetryMS(streak: noSubscriberStreak))))]
         case .publishRefused(let tag, let code):
             failed = true
             let message = outbound.removeValue(forKey: tag).map { "session \($0.session) seq \($0.seq)" } ?? "a message"

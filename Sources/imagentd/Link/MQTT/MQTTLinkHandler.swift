@@ -8,6 +8,7 @@ import NIOCore
 /// broker's Maximum Packet Size allows on the current one. On the loop only.
 final class MQTTLinkMemory {
     var lastAcked: [UInt64: UInt64] = [:]
+    var noSubscriberStreak = 0
     var maxBody: UInt32?
 }
 
@@ -56,6 +57,7 @@ final class MQTTLinkHandler: ChannelDuplexHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         memory.lastAcked = adapter.lastAcked
+        memory.noSubscriberStreak = adapter.noSubscriberStreak
         context.fireChannelInactive()
     }
 

@@ -21,6 +21,8 @@ final class LinkEngineCore {
         let limit: FrameLimit
         var channel: Channel?
         var helloSentAt: MonotonicInstant?
+        /// With MQTT, CONNECT→CONNACK is the first real round trip (the adapter answers HELLO itself).
+        var loginSentAt: MonotonicInstant?
         /// MAX_FRAME from HELLO_OK: the largest body we may send.
         var serverMaxFrame: UInt32 = FrameHeader.defaultMaxBody
         var negotiated: HelloResult?
@@ -229,17 +231,18 @@ final class LinkEngineCore {
             // Seed the RTT: HELLO→HELLO_OK is one round trip (plus the
             // server's negligible work), so the first PONG deadline is
             // already fitted to the path.
-            if let sent = current.helloSentAt { heartbeat.seedRTT(sample: now - sent) }
+            if configuration.mqtt == nil, let sent = current.helloSentAt { heartbeat.seedRTT(sample: now - sent) }
             connection = current
             run(machine.helloOK(attempt, result, now: now))
             if case .connecting(.login, _) = machine.phase {
                 current.limit.maxBody = configuration.maxFrame
             }
         case .loginOK(let ok):
-            if let maxBody = mqttMemory.maxBody, configuration.mqtt != nil {
+            if configuration.mqtt != nil {
                 // The broker's Maximum Packet Size, less an `up` PUBLISH's overhead, is its MAX_FRAME.
-                current.serverMaxFrame = min(current.serverMaxFrame, maxBody)
+                if let maxBody = mqttMemory.maxBody { current.serverMaxFrame = min(current.serverMaxFrame, maxBody) }
                 connection = current
+                if let sent = current.loginSentAt { heartbeat.seedRTT(sample: now - sent) }
             }
             serverClockOffsetMS = ok.serverTimeMS.map { Int64(clamping: $0) - Int64(clamping: unixMilliseconds()) }
             run(machine.loginOK(attempt, heartbeat: ok.heartbeatMS.map { .milliseconds(Int64($0)) }, now: now))
@@ -345,6 +348,7 @@ final class LinkEngineCore {
                 failConnection(attempt, reason: "no token at the login stage")
                 return
             }
+            connection?.loginSentAt = now
             write(.login(Login(token: ByteBuffer(bytes: token), agentID: configuration.agentID)))
         case .startHeartbeat(_, let serverCeiling):
             perform(heartbeat.linkEstablished(serverCeiling: serverCeiling, now: now))

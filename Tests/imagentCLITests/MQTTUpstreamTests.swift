@@ -130,13 +130,27 @@ struct MQTTUpstreamTests {
             try broker.restart()
             _ = try await daemon.waitForLink("connected", within: .seconds(30))
 
-            // 3. 3,000 more, with the link dropped twice in the middle.
+            // 3. 3,000 more, with the link dropped twice in the middle: once by the daemon
+            //    (`imagent reconnect`), once under it (every TCP socket to the broker destroyed, `ss -K`:
+            //    the backend's too).
             for chunk in [2001...3000, 3001...4000, 4001...5000] {
                 let result = try await daemon.imagent(["send", "\(session)", "--lines"], stdin: lines(chunk))
                 #expect(result.status == 0, "\(result.stderr)")
-                if chunk.upperBound < 5000 {
+                if chunk.upperBound == 3000 {
                     let dropped = try await daemon.imagent(["reconnect"])
                     #expect(dropped.status == 0, "\(dropped.stderr)")
+                } else if chunk.upperBound == 4000 {
+                    let before = try await reconnects(daemon)
+                    let ss = try ChildProcess(executable: "/usr/bin/ss", arguments: ["-K", "dst", "127.0.0.1", "dport", "=", "\(broker.port)"],
+                                              stdout: .null, stderr: .null)
+                    ss.waitUntilExit()
+                    var after = before
+                    let deadline = ContinuousClock.now + .seconds(15)
+                    while after == before, ContinuousClock.now < deadline {
+                        try await Task.sleep(for: .milliseconds(100))
+                        after = try await reconnects(daemon)
+                    }
+                    #expect(after > before, "the link was never cut (reconnects \(before) → \(after))")
                 }
             }
 
@@ -164,6 +178,12 @@ struct MQTTUpstreamTests {
         let opened = try await daemon.imagent(["open", "echo", "--json"])
         return try #require(((try JSONSerialization.jsonObject(with: Data(opened.stdout.utf8)) as? [String: Any])?["session"] as? NSNumber)?.uint64Value,
                             "open: \(opened.stdout) \(opened.stderr)")
+    }
+
+    private func reconnects(_ daemon: RealDaemon) async throws -> Int {
+        let status = try await daemon.waitForLink("connected")
+        let link = try #require(status["link"] as? [String: Any], "no link in \(status)")
+        return try #require((link["reconnects"] as? NSNumber)?.intValue, "no reconnects in \(status)")
     }
 
     private func lines(_ range: ClosedRange<Int>) -> String {

@@ -177,6 +177,9 @@ private struct Reader {
            let remote = c.server.redirectAllow.first(where: { !RedirectPolicy.patternIsLoopback($0) }) {
             problem(document.line("server", "redirect_allow"), "server.redirect_allow: \"\(remote)\" would receive the token in the clear, as TLS is off; turn TLS on, or set [server] allow_plaintext = true")
         }
+        if c.server.upstreamProtocol == .mqtt, c.mqtt.clientID.isEmpty, let message = c.mqtt.agentIDProblem(c.server.agentID) {
+            problem(document.line("server", "agent_id"), message)
+        }
         if c.limits.maxPayloadBytes > Int(c.server.maxFrameBytes) {
             problem(document.line("limits", "max_payload_bytes"), "limits.max_payload_bytes (\(c.limits.maxPayloadBytes)) is above server.max_frame_bytes (\(c.server.maxFrameBytes)): such messages could never be received")
         }

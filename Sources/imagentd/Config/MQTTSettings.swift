@@ -34,6 +34,12 @@ extension DaemonConfiguration {
             }),
         ]
 
+        /// Why `agentID`, the default client id, cannot be one; nil when it can (or is derived, always usable).
+        func agentIDProblem(_ agentID: String) -> String? {
+            guard !agentID.isEmpty, let problem = Self.topicProblem(prefix: topicPrefix, clientID: agentID) else { return nil }
+            return "server.agent_id is the MQTT client id when [mqtt] client_id is not set: \(problem); set [mqtt] client_id"
+        }
+
         private static func topicProblem(prefix: String, clientID: String) -> String? {
             do {
                 _ = try SessionTopics(prefix: prefix, clientID: clientID)

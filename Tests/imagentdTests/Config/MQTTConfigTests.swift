@@ -67,6 +67,20 @@ import Testing
         }
     }
 
+    @Test func anAgentIDThatCannotBeAClientID_isReportedAtItsLine_unlessClientIDIsSet() throws {
+        let text = "[server]\nprotocol = \"mqtt\"\nagent_id = \"rack/7\"\n"
+        do {
+            _ = try ConfigLoader.load(text: text, file: "f")
+            Issue.record("accepted")
+        } catch {
+            #expect(error.problems.map(\.description) == [
+                "f:3: server.agent_id is the MQTT client id when [mqtt] client_id is not set: client_id \"rack/7\" cannot be used in an MQTT topic: '/' separates topic levels; set [mqtt] client_id",
+            ])
+        }
+        _ = try ConfigLoader.load(text: text + "[mqtt]\nclient_id = \"rack-7\"\n", file: "f")
+        _ = try ConfigLoader.load(text: "[server]\nagent_id = \"rack/7\"\n", file: "f")  // IMLink: any agent id
+    }
+
     @Test func anAgentIDThatCannotBeATopicLevel_isAConfigurationError() {
         var link = LinkConfiguration(endpoints: ["127.0.0.1:1883"], token: .absent, agentID: "a+b")
         link.mqtt = MQTTLinkSettings(clientID: "a+b")

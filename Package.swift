@@ -111,7 +111,7 @@ let package = Package(
         .target(
             name: "IMAgentCore",
             dependencies: [
-                "IMLink", "AgentIPC", "AgentStore", "RefServer", "ConfigFile", "JSONText", "CSystemd", "CMalloc",
+                "IMLink", "MQTT5", "AgentIPC", "AgentStore", "RefServer", "ConfigFile", "JSONText", "CSystemd", "CMalloc",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -258,7 +258,7 @@ let package = Package(
             name: "imagentdTests",
             dependencies: [
                 "IMAgentTestKit",
-                "IMAgentCore", "imagentd", "IMLink", "RefServer",
+                "IMAgentCore", "imagentd", "IMLink", "MQTT5", "RefServer",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

@@ -28,6 +28,7 @@ func runCompareBench(_ options: CompareBenchOptions) async -> Int32 {
     defer { serverDirectory.map(removeDirectory) }
     var bridges: [(MosquittoBridge.Tuning, MosquittoBridge)] = []
     var started: DaemonProcess?
+    var mqtt: (MosquittoBridge.Tuning, MQTTUpstream)?
     do {
         let server: RefServer
         (server, serverDirectory) = try await startReferenceServer()
@@ -37,6 +38,12 @@ func runCompareBench(_ options: CompareBenchOptions) async -> Int32 {
         started = daemon
         for tuning in options.tunings { bridges.append((tuning, try await MosquittoBridge(tuning: tuning))) }
         try await waitForLink(daemon)
+        // imagentd over MQTT, through the first bridge's upstream broker (the same broker the bridge feeds).
+        if let (tuning, bridge) = bridges.first {
+            let upstream = try await MQTTUpstream(brokerPort: bridge.upstreamPort, token: token, durability: options.durability)
+            mqtt = (tuning, upstream)
+            try await waitForLink(upstream.daemon)
+        }
 
         print("machine: \(sysconf(Int32(_SC_NPROCESSORS_ONLN))) cores, load average \(loadAverage()) at start")
         print("paths: imagentd (durability \"\(options.durability)\", release build) to the in-process reference server; "
@@ -94,9 +101,20 @@ func runCompareBench(_ options: CompareBenchOptions) async -> Int32 {
                     }
                     if let figures { brokers.append((tuning, figures)) }
                 }
+                var overMQTT: (MosquittoBridge.Tuning, Figures)?
+                if let (tuning, upstream) = mqtt {
+                    let mqttSocket = upstream.daemon.socketPath
+                    let figures = await measured("imagentd over MQTT (mosquitto \(tuning.rawValue) upstream)", cpuOf: upstream.pids) { completion, count, window in
+                        try await runThroughDaemon(socketPath: mqttSocket, completion: completion, size: size, count: count, window: window)
+                    }
+                    overMQTT = figures.map { (tuning, $0) }
+                }
                 let direct = await measured("direct TCP") { completion, count, window in
                     try await runDirect(host: host, port: port, token: token, completion: completion, size: size,
                                         count: count, window: window)
+                }
+                if let (tuning, figures) = overMQTT, let bridge = brokers.first(where: { $0.0 == tuning })?.1 {
+                    ratio("imagentd over MQTT ÷ mosquitto \(tuning.rawValue)", figures, bridge)
                 }
                 guard let imagent else { continue }
                 for (tuning, figures) in brokers { ratio("imagentd ÷ mosquitto \(tuning.rawValue)", imagent, figures) }
@@ -108,6 +126,7 @@ func runCompareBench(_ options: CompareBenchOptions) async -> Int32 {
         print("RSS at the end: imagentd \(mib(daemon.memory().rss)); " + memory.joined(separator: "; "))
         print("load average \(loadAverage()) at the end")
         await daemon.stop()
+        await mqtt?.1.stop()
         for (_, bridge) in bridges { await bridge.stop() }
         try? await server.stop()
         if failedRows > 0 { print("imagent-bench compare: \(failedRows) row(s) FAILED (see the table)") }
@@ -116,7 +135,9 @@ func runCompareBench(_ options: CompareBenchOptions) async -> Int32 {
         print("imagent-bench compare: \(error)")
         if let log = bridges.first?.1.log, !log.isEmpty { print("mosquitto's log (tail):\n\(String(log.suffix(2000)))") }
         if let daemon = started { print("imagentd's log (tail):\n\(String(daemon.log.suffix(2000)))") }
+        if let upstream = mqtt?.1 { print("imagentd over MQTT's log (tail):\n\(String(upstream.daemon.log.suffix(2000)))") }
         await started?.stop()
+        await mqtt?.1.stop()
         for (_, bridge) in bridges { await bridge.stop() }
         return 1
     }

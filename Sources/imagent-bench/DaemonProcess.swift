@@ -39,9 +39,10 @@ final class DaemonProcess {
     ///   - directory: an existing directory whose configuration and store to reuse
     ///     (a restart); nil makes a new one.
     ///   - waitForSocket: false returns right after the spawn.
+    ///   - server: more keys for the `[server]` table (e.g. `protocol = "mqtt"`).
     init(serverAddress: String, token: String, durability: String, maxSessions: Int, maxClients: Int = 256,
          limits: String = "", settings: String = "", notifySocket: String? = nil, directory reused: String? = nil,
-         waitForSocket: Bool = true) async throws {
+         waitForSocket: Bool = true, server: String = "") async throws {
         if let reused {
             directory = reused
         } else {
@@ -59,6 +60,7 @@ final class DaemonProcess {
                 # Some runs put the server in another network namespace (a test-only address).
                 allow_plaintext = true
                 agent_id = "imagent-bench-daemon"
+                \(server)
                 [auth]
                 token_file = "\(directory)/token"
                 [ipc]

@@ -38,7 +38,7 @@ import Testing
                     outstanding[publish.packetIdentifier] = publish
                     #expect(outstanding.count <= receiveMaximum, "more in flight than Receive Maximum \(receiveMaximum)")
                     #expect(publish.encodedSize <= maximumPacketSize)
-                case .published(let tag), .publishRefused(let tag, _):
+                case .published(let tag), .publishedWithoutSubscribers(let tag), .publishRefused(let tag, _):
                     reported[tag, default: 0] += 1
                 case .close(_, let because):
                     Issue.record("the session closed: \(because)")

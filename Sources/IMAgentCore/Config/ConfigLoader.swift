@@ -38,7 +38,7 @@ enum ConfigLoader {
 }
 
 /// One key's reader: converts a TOML value and stores it, or says what is wrong.
-private typealias KeyReader = @Sendable (inout DaemonConfiguration, TOMLValue) -> String?
+typealias KeyReader = @Sendable (inout DaemonConfiguration, TOMLValue) -> String?
 
 private struct Reader {
     var file: String
@@ -62,6 +62,7 @@ private struct Reader {
             ("allow_plaintext", { c, v in boolean(v).map { c.server.allowPlaintext = $0 }.failure }),
             ("redirect_allow", { c, v in stringList(v, nonEmpty: false).map { c.server.redirectAllow = $0 }.failure
                 ?? c.server.redirectAllow.lazy.compactMap(RedirectPolicy.patternProblem).first }),
+            ("protocol", { c, v in choice(v, DaemonConfiguration.UpstreamProtocol.self).map { c.server.upstreamProtocol = $0 }.failure }),
         ]),
         ("server.tls", [
             ("enabled", { c, v in boolean(v).map { c.server.tls.enabled = $0 }.failure }),
@@ -71,6 +72,7 @@ private struct Reader {
             ("private_key_file", { c, v in path(v).map { c.server.tls.privateKeyFile = $0 }.failure }),
             ("verify", { c, v in boolean(v).map { c.server.tls.verify = $0 }.failure }),
         ]),
+        ("mqtt", DaemonConfiguration.MQTTSettings.keys),
         ("auth", [
             ("token_file", { c, v in path(v).map { c.token = .file($0) }.failure }),
             ("token_command", { c, v in stringList(v, nonEmpty: true).map { c.token = .command($0) }.failure }),
@@ -175,6 +177,9 @@ private struct Reader {
            let remote = c.server.redirectAllow.first(where: { !RedirectPolicy.patternIsLoopback($0) }) {
             problem(document.line("server", "redirect_allow"), "server.redirect_allow: \"\(remote)\" would receive the token in the clear, as TLS is off; turn TLS on, or set [server] allow_plaintext = true")
         }
+        if c.server.upstreamProtocol == .mqtt, c.mqtt.clientID.isEmpty, let message = c.mqtt.agentIDProblem(c.server.agentID) {
+            problem(document.line("server", "agent_id"), message)
+        }
         if c.limits.maxPayloadBytes > Int(c.server.maxFrameBytes) {
             problem(document.line("limits", "max_payload_bytes"), "limits.max_payload_bytes (\(c.limits.maxPayloadBytes)) is above server.max_frame_bytes (\(c.server.maxFrameBytes)): such messages could never be received")
         }
@@ -183,7 +188,7 @@ private struct Reader {
 
 // MARK: value readers: each returns the value, or the sentence that says what is wrong
 
-private enum Read<Value> {
+enum Read<Value> {
     case value(Value)
     case problem(String)
 
@@ -200,7 +205,7 @@ private enum Read<Value> {
     }
 }
 
-private func string(_ value: TOMLValue, length: ClosedRange<Int>) -> Read<String> {
+func string(_ value: TOMLValue, length: ClosedRange<Int>) -> Read<String> {
     guard case .string(let text) = value else { return .problem("expected a string, found \(value.typeName)") }
     guard length.contains(text.utf8.count) else {
         return .problem("must be \(length.lowerBound)–\(length.upperBound) bytes long, not \(text.utf8.count)")
@@ -219,7 +224,7 @@ private func boolean(_ value: TOMLValue) -> Read<Bool> {
     return .value(flag)
 }
 
-private func integer(_ value: TOMLValue, in range: ClosedRange<Int>) -> Read<Int> {
+func integer(_ value: TOMLValue, in range: ClosedRange<Int>) -> Read<Int> {
     guard case .integer(let number) = value else { return .problem("expected an integer, found \(value.typeName)") }
     guard let int = Int(exactly: number), range.contains(int) else {
         return .problem("\(number) is out of range \(range.lowerBound)–\(range.upperBound)")

@@ -13,6 +13,8 @@ struct DaemonConfiguration: Hashable, Sendable {
         var allowPlaintext = false
         /// Host patterns a GOAWAY REDIRECT may also lead to, beside the endpoints (`redirect_allow`).
         var redirectAllow: [String] = []
+        /// The upstream protocol (`protocol`): IMLink/1 or MQTT 5 (`[mqtt]`).
+        var upstreamProtocol = UpstreamProtocol.imlink
     }
 
     struct TLS: Hashable, Sendable {
@@ -88,6 +90,8 @@ struct DaemonConfiguration: Hashable, Sendable {
     }
 
     var server = Server()
+    /// `[mqtt]`, used when `[server] protocol = "mqtt"`.
+    var mqtt = MQTTSettings()
     /// `[auth]`; nil: the systemd credential `imlink-token` (`LinkConfiguration.defaultCredential`).
     var token: TokenSource?
     var ipc = IPC()

@@ -17,7 +17,7 @@ enum LinkReadiness {
         if configuration.server.endpoints.isEmpty {
             missing.append("no endpoints: set [server] endpoints = [\"host:port\"] in \(configPath)")
         }
-        switch configuration.token ?? .credential(LinkConfiguration.defaultCredential) {
+        switch configuration.linkToken {
         case .file(let path):
             if let trouble = readable(path).trouble {
                 missing.append("no usable token: \(path) \(trouble); write the token there ([auth] token_file)")
@@ -32,6 +32,8 @@ enum LinkReadiness {
                 missing.append("no usable token: the credential \(name) \(trouble); write the token to /etc/imagent/token "
                     + "and restart the service (systemd passes credentials at start), or set [auth] token_file")
             }
+        case .absent:
+            break
         case .command:
             // A command's output is known only when it runs; its failures show as the link's last error.
             break

@@ -12,7 +12,7 @@ extension LinkConfiguration {
     /// The link's part of `imagentd.toml`: `[server]`, `[server.tls]`,
     /// `[auth]`, `[heartbeat]`, `[reconnect]`, `watch_network`.
     init(_ daemon: DaemonConfiguration) {
-        let token = daemon.token ?? .credential(Self.defaultCredential)
+        let token = daemon.linkToken
         let agentID = daemon.server.agentID.isEmpty ? Self.machineAgentID() : daemon.server.agentID
         self.init(endpoints: daemon.server.endpoints, token: token, agentID: agentID)
         let tls = daemon.server.tls
@@ -33,6 +33,9 @@ extension LinkConfiguration {
         reconnectProbe = .milliseconds(daemon.reconnect.probeMS)
         watchNetwork = daemon.watchNetwork
         agentVersion = DaemonCore.version
+        if daemon.server.upstreamProtocol == .mqtt {
+            mqtt = MQTTLinkSettings(daemon.mqtt, agentID: agentID, hasToken: daemon.token != nil)
+        }
     }
 
     /// A stable AGENT_ID from /etc/machine-id (the same on every start, and

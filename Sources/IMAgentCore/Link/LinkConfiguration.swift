@@ -69,6 +69,8 @@ struct LinkConfiguration: Hashable, Sendable {
     var watchNetwork: Bool = true
     /// How long resolved addresses are reused.
     var resolveCacheLifetime: Duration = .seconds(30)
+    /// MQTT 5 instead of IMLink/1 (`[server] protocol = "mqtt"`); nil: IMLink/1.
+    var mqtt: MQTTLinkSettings? = nil
 
     init(endpoints: [String], token: TokenSource, agentID: String) {
         self.endpoints = endpoints
@@ -104,6 +106,7 @@ struct LinkConfiguration: Hashable, Sendable {
         }
         guard reconnectProbe > .zero else { throw LinkConfigurationError("reconnect probe interval must be positive") }
         guard stageTimeout > .zero else { throw LinkConfigurationError("stage timeout must be positive") }
+        if let mqtt { _ = try mqtt.topics() }
         guard (1024...FrameHeader.maxNegotiableBody).contains(maxFrame) else {
             throw LinkConfigurationError("max frame \(maxFrame) is outside 1024…\(FrameHeader.maxNegotiableBody)")
         }

@@ -38,7 +38,9 @@ final class LinkEngine: Sendable {
 
     static func prepare(_ configuration: LinkConfiguration) throws(LinkConfigurationError) -> Prepared {
         let validated = try configuration.validated()
-        let tls = try configuration.tls.enabled ? LinkTLS(configuration.tls, endpoints: validated.endpoints) : nil
+        let alpn = configuration.mqtt == nil ? LinkTLS.alpn : LinkTLS.mqttALPN
+        let tls = try configuration.tls.enabled
+            ? LinkTLS(configuration.tls, endpoints: validated.endpoints, applicationProtocol: alpn) : nil
         return Prepared(configuration: configuration, validated: validated, tls: tls)
     }
 

@@ -1,5 +1,6 @@
 import IMLink
 import Logging
+import MQTT5
 import NIOCore
 import NIOPosix
 
@@ -20,6 +21,8 @@ final class LinkEngineCore {
         let limit: FrameLimit
         var channel: Channel?
         var helloSentAt: MonotonicInstant?
+        /// With MQTT, CONNECT→CONNACK is the first real round trip (the adapter answers HELLO itself).
+        var loginSentAt: MonotonicInstant?
         /// MAX_FRAME from HELLO_OK: the largest body we may send.
         var serverMaxFrame: UInt32 = FrameHeader.defaultMaxBody
         var negotiated: HelloResult?
@@ -84,6 +87,8 @@ final class LinkEngineCore {
     private var draining = false
     /// A flush of the link's channel is queued on the loop (see `scheduleFlush`).
     private var flushScheduled = false
+    /// With `protocol = "mqtt"`: what the MQTT adapter keeps between connections.
+    private let mqttMemory = MQTTLinkMemory()
 
     init(
         configuration: LinkConfiguration,
@@ -228,13 +233,19 @@ final class LinkEngineCore {
             // Seed the RTT: HELLO→HELLO_OK is one round trip (plus the
             // server's negligible work), so the first PONG deadline is
             // already fitted to the path.
-            if let sent = current.helloSentAt { heartbeat.seedRTT(sample: now - sent) }
+            if configuration.mqtt == nil, let sent = current.helloSentAt { heartbeat.seedRTT(sample: now - sent) }
             connection = current
             run(machine.helloOK(attempt, result, now: now))
             if case .connecting(.login, _) = machine.phase {
                 current.limit.maxBody = configuration.maxFrame
             }
         case .loginOK(let ok):
+            if configuration.mqtt != nil {
+                // The broker's Maximum Packet Size, less an `up` PUBLISH's overhead, is its MAX_FRAME.
+                if let maxBody = mqttMemory.maxBody { current.serverMaxFrame = min(current.serverMaxFrame, maxBody) }
+                connection = current
+                if let sent = current.loginSentAt { heartbeat.seedRTT(sample: now - sent) }
+            }
             serverClockOffsetMS = ok.serverTimeMS.map { Int64(clamping: $0) - Int64(clamping: unixMilliseconds()) }
             run(machine.loginOK(attempt, heartbeat: ok.heartbeatMS.map { .milliseconds(Int64($0)) }, now: now))
         case .loginFail(let fail):
@@ -272,8 +283,9 @@ final class LinkEngineCore {
         serverCertificateNotAfterUnixMS = certificateNotAfterUnixMS
         // A server without ALPN says nothing; one that picked another
         // protocol is not an IMLink server.
-        if let negotiatedProtocol, negotiatedProtocol != LinkTLS.alpn {
-            failConnection(attempt, reason: "TLS: server chose ALPN \(negotiatedProtocol), not \(LinkTLS.alpn)")
+        let expected = tls?.applicationProtocol ?? LinkTLS.alpn
+        if let negotiatedProtocol, negotiatedProtocol != expected {
+            failConnection(attempt, reason: "TLS: server chose ALPN \(negotiatedProtocol), not \(expected)")
             return
         }
         run(machine.tlsEstablished(attempt, now: .now))
@@ -338,6 +350,7 @@ final class LinkEngineCore {
                 failConnection(attempt, reason: "no token at the login stage")
                 return
             }
+            connection?.loginSentAt = now
             write(.login(Login(token: ByteBuffer(bytes: token), agentID: configuration.agentID)))
         case .startHeartbeat(_, let serverCeiling):
             perform(heartbeat.linkEstablished(serverCeiling: serverCeiling, now: now))
@@ -481,7 +494,8 @@ final class LinkEngineCore {
         }
         let limit = FrameLimit()
         connection = Connection(attempt: attempt, endpoint: endpoint, limit: limit)
-        let handlerParts = NIOLoopBound((self, limit), eventLoop: loop)
+        let mqtt = makeMQTTHandler(endpoint: endpoint)
+        let handlerParts = NIOLoopBound((self, limit, mqtt), eventLoop: loop)
         // As long as the stage's deadline (short for a probe): the socket
         // never outlives its attempt, so one connect is in flight at a time.
         ClientBootstrap(group: loop)
@@ -490,7 +504,18 @@ final class LinkEngineCore {
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    let (engine, limit) = handlerParts.value
+                    let (engine, limit, mqtt) = handlerParts.value
+                    if let (handler, maxPacketSize) = mqtt {
+                        // The MQTT adapter below the engine: the same frames above it, MQTT 5 below.
+                        return try channel.pipeline.syncOperations.addHandlers(
+                            LinkByteCounter(engine.traffic),
+                            ByteToMessageHandler(MQTT5PacketDecoder(maxPacketSize: Int(maxPacketSize))),
+                            MessageToByteHandler(MQTT5PacketEncoder()),
+                            handler,
+                            LinkFrameCounter(engine.traffic),
+                            LinkChannelHandler(attempt: attempt, engine: engine)
+                        )
+                    }
                     try channel.pipeline.syncOperations.addHandlers(
                         LinkByteCounter(engine.traffic),
                         ByteToMessageHandler(NegotiatedFrameDecoder(limit: limit)),
@@ -532,6 +557,16 @@ final class LinkEngineCore {
                     run(machine.stageFailed(attempt, stage: .tcp, reason: "\(error)", pathSilent: isSilent(error), now: .now))
                 }
             }
+    }
+
+    /// With `protocol = "mqtt"`, the adapter for a new connection and the largest packet it accepts.
+    private func makeMQTTHandler(endpoint: Endpoint) -> (MQTTLinkHandler, UInt32)? {
+        guard let settings = configuration.mqtt, let topics = try? settings.topics() else { return nil }
+        let adapter = MQTTLinkAdapter(settings: settings, topics: topics,
+                                      keepAlive: MQTTLinkSettings.keepAlive(heartbeatMax: configuration.heartbeatMax),
+                                      maxFrame: configuration.maxFrame, port: endpoint.port, lastAcked: mqttMemory.lastAcked,
+                                      noSubscriberStreak: mqttMemory.noSubscriberStreak)
+        return (MQTTLinkHandler(adapter: adapter, memory: mqttMemory, logger: logger), adapter.maximumPacketSize)
     }
 
     private func startTLS(_ attempt: AttemptID, _ endpoint: Endpoint) {

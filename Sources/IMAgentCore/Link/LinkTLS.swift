@@ -7,15 +7,21 @@ import NIOSSL
 /// configuration error rather than a failure at every attempt.
 struct LinkTLS {
     static let alpn = "imlink/1"
+    /// ALPN for an MQTT upstream (`[server] protocol = "mqtt"`), as brokers register it.
+    static let mqttALPN = "mqtt"
 
     let context: NIOSSLContext
     let configuration: LinkConfiguration.TLS
     let configuredEndpoints: [Endpoint]
 
-    init(_ configuration: LinkConfiguration.TLS, endpoints: [Endpoint]) throws(LinkConfigurationError) {
+    /// The protocol ALPN offers (and the server must pick, if it picks any).
+    let applicationProtocol: String
+
+    init(_ configuration: LinkConfiguration.TLS, endpoints: [Endpoint], applicationProtocol: String = Self.alpn) throws(LinkConfigurationError) {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.minimumTLSVersion = .tlsv12
-        tls.applicationProtocols = [Self.alpn]
+        tls.applicationProtocols = [applicationProtocol]
+        self.applicationProtocol = applicationProtocol
         tls.certificateVerification = configuration.verifyPeer ? .fullVerification : .none
         if let caFile = configuration.caFile {
             tls.trustRoots = .file(caFile)

@@ -15,12 +15,15 @@ enum TokenSource: Hashable, Sendable, CustomStringConvertible {
     case command([String])
     /// A systemd credential: `$CREDENTIALS_DIRECTORY/NAME` (`LoadCredential=`).
     case credential(String)
+    /// No token: an MQTT upstream without `[auth]` (CONNECT carries no password).
+    case absent
 
     var description: String {
         switch self {
         case .file(let path): "token file \(path)"
         case .command(let argv): "token command \(argv.first ?? "")"
         case .credential(let name): "credential \(name)"
+        case .absent: "no token"
         }
     }
 
@@ -41,6 +44,8 @@ enum TokenSource: Hashable, Sendable, CustomStringConvertible {
             raw = try Self.readFile(directory + "/" + name)
         case .command(let argv):
             raw = try Self.run(argv, timeout: timeout)
+        case .absent:
+            return []
         }
         let token = Self.trimmed(raw)
         guard !token.isEmpty else { throw TokenError("\(self) gave an empty token") }

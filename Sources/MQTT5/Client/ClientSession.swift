@@ -77,8 +77,11 @@ public struct ClientSession: Sendable {
         case ready(BrokerLimits, sessionPresent: Bool)
         /// An inbound message, its topic resolved; store it, then report `.stored(receipt)` (QoS 1; nil for QoS 0).
         case deliver(topic: String, Publish, receipt: Receipt?)
-        /// The broker took the message tagged `tag` (PUBACK 0x00 or 0x10).
+        /// The broker took the message tagged `tag` (PUBACK 0x00).
         case published(tag: UInt64)
+        /// The broker took the message tagged `tag` but nobody subscribes its topic (PUBACK 0x10):
+        /// the broker has dropped it. A caller that needs a receiver sends it again later.
+        case publishedWithoutSubscribers(tag: UInt64)
         /// The broker refused the message, or it can no longer fit the broker's limits.
         case publishRefused(tag: UInt64, ReasonCode)
         case subscribed(filter: String, granted: QoS)
@@ -278,8 +281,8 @@ public struct ClientSession: Sendable {
             return [.close(.protocolError, because: "PUBACK for packet identifier \(ack.packetIdentifier), which is not in flight")]
         }
         let done = inFlight.remove(at: index)
-        var actions: [Action] = ack.reasonCode.isFailure
-            ? [.publishRefused(tag: done.tag, ack.reasonCode)]
+        var actions: [Action] = ack.reasonCode.isFailure ? [.publishRefused(tag: done.tag, ack.reasonCode)]
+            : ack.reasonCode == .noMatchingSubscribers ? [.publishedWithoutSubscribers(tag: done.tag)]
             : [.published(tag: done.tag)]
         actions += sendWaiting(limits: limits)
         return actions

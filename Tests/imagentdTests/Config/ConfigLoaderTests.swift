@@ -89,13 +89,13 @@ import Testing
             #expect(error.problems.map(\.description) == [
                 "/etc/imagent/imagentd.toml:2: server.endpoints: \"no-port\" is not host:port (an IPv6 address goes in brackets: [::1]:7443)",
                 "/etc/imagent/imagentd.toml:3: server.tls: expected true, false or a [server.tls] table, found a string",
-                "/etc/imagent/imagentd.toml:4: unknown key \"colour\" in [server]; its keys are endpoints, agent_id, max_frame_bytes, tls, allow_plaintext, redirect_allow",
+                "/etc/imagent/imagentd.toml:4: unknown key \"colour\" in [server]; its keys are endpoints, agent_id, max_frame_bytes, tls, allow_plaintext, redirect_allow, protocol",
                 "/etc/imagent/imagentd.toml:6: heartbeat.min_seconds (400) is above heartbeat.max_seconds (300)",
                 "/etc/imagent/imagentd.toml:9: auth.token_file: \"relative/path\" must be an absolute path",
                 "/etc/imagent/imagentd.toml:10: [auth] takes one of token_file, token_command and token_credential, not several",
                 "/etc/imagent/imagentd.toml:12: ipc.mode: expected an octal mode as a string, such as \"0660\"",
                 "/etc/imagent/imagentd.toml:14: store.durability: expected one of \"process\", \"power\"",
-                "/etc/imagent/imagentd.toml:15: unknown table or key \"surprise\"; the file has the tables [server], [server.tls], [auth], [ipc], [store], [heartbeat], [reconnect], [limits], [log], [network], [metrics]",
+                "/etc/imagent/imagentd.toml:15: unknown table or key \"surprise\"; the file has the tables [server], [server.tls], [mqtt], [auth], [ipc], [store], [heartbeat], [reconnect], [limits], [log], [network], [metrics]",
             ])
         }
     }

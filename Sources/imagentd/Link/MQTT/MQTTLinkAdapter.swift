@@ -1,0 +1,418 @@
+import IMLink
+import MQTT5
+import NIOCore
+
+/// IMLink/1 ↔ MQTT 5 on one connection, as a pure value: the engine and the
+/// sessions keep speaking IMLink frames (the state machine, heartbeat,
+/// reconnect and session router are the same for both protocols), and this
+/// adapter turns them into MQTT packets and back (imagent-mqtt(7)):
+///
+/// - HELLO is answered at once (nothing to negotiate); LOGIN becomes CONNECT
+///   (Clean Start 0, the token as Password), CONNACK becomes LOGIN_OK or the
+///   failure class of its reason code, and SUBSCRIBE follows whenever the
+///   broker holds no session;
+/// - OPEN is answered at once: LAST_ACKED is the highest seq the broker has
+///   PUBACKed on this engine's links (0 after a restart: the outbox is sent
+///   again, and the backend drops what it had by `imagent-seq`), WINDOW is
+///   the broker's Receive Maximum;
+/// - DATA becomes a QoS 1 PUBLISH on the session's `up` topic with
+///   `imagent-seq`; its PUBACK becomes ACK. Beyond the broker's Receive
+///   Maximum, PUBLISHes wait here in order (at most the sessions' windows);
+/// - a PUBLISH on a `down` topic becomes DATA with its `imagent-seq`; its
+///   PUBACK leaves only once the sessions ACK that seq, that is once it is
+///   stored (a duplicate is ACKed again at once). One that comes ahead of
+///   its turn (backends on a shared subscription answer in any order) waits
+///   here, unacknowledged, until the seqs before it came: at most our
+///   Receive Maximum of them, as the broker sends no more;
+/// - PING becomes PINGREQ, PINGRESP becomes PONG; DISCONNECT becomes GOAWAY
+///   (with its Server Reference as REDIRECT) or ERROR, by its reason code.
+struct MQTTLinkAdapter {
+    enum Output: Hashable, Sendable {
+        /// Write this packet to the broker.
+        case packet(Packet)
+        /// Hand this frame to the engine as if the server had sent it.
+        case frame(Frame)
+        /// Close the connection for this reason (the engine backs off).
+        case fail(String)
+        /// Worth a line in the log (debug).
+        case note(String)
+        /// A message the adapter had to drop, or another thing the operator should hear of.
+        case warning(String)
+
+        var endsLink: Bool {
+            switch self {
+            case .fail, .frame(.goaway), .frame(.loginFail): true
+            case .frame(.error(let error)): error.session == 0
+            case .packet, .frame, .note, .warning: false
+            }
+        }
+    }
+
+    static let seqProperty = "imagent-seq"
+    /// How long the link waits before sending again a message that found no subscriber: 2 s,
+    /// doubling with each such link in a row up to 64 s, so a backend that is away for a day costs
+    /// a reconnect a minute, not one every 2 s.
+    static func noSubscriberRetryMS(streak: Int) -> UInt32 {
+        2_000 << UInt32(min(max(streak, 0), 5))
+    }
+
+    let settings: MQTTLinkSettings
+    let topics: SessionTopics
+    /// CONNECT's keep-alive (seconds).
+    let keepAlive: UInt16
+    /// The largest packet we accept, announced in CONNECT.
+    let maximumPacketSize: UInt32
+    /// The endpoint's port, for a Server Reference without one.
+    let port: UInt16
+
+    /// The highest seq the broker took, per session, across this engine's links.
+    private(set) var lastAcked: [UInt64: UInt64]
+    /// Links in a row that ended on a message nobody subscribed to (the next retry waits longer).
+    private(set) var noSubscriberStreak: Int
+    /// The broker's limits once CONNACK accepted us.
+    private(set) var limits: BrokerLimits?
+
+    private var client: ClientSession?
+    /// Open sessions and their service.
+    private var services: [UInt64: String] = [:]
+    private var nextTag: UInt64 = 1
+    /// PUBLISHes the broker has not acknowledged, by tag.
+    private var outbound: [UInt64: (session: UInt64, seq: UInt64)] = [:]
+    /// PUBLISHes beyond the broker's Receive Maximum, oldest first.
+    private var waiting: [(tag: UInt64, topic: String, payload: ByteBuffer, properties: Properties)] = []
+    private var waitingHead = 0
+    /// Inbound messages waiting for the session's ACK before their PUBACK, per session, in seq order.
+    private var unacknowledgedInbound: [UInt64: [(seq: UInt64, receipt: ClientSession.Receipt)]] = [:]
+    /// The seq each open session takes next (OPEN's RESUME_AFTER + 1, then each one forwarded).
+    private var nextInbound: [UInt64: UInt64] = [:]
+    /// Inbound messages ahead of their turn, per session, in seq order.
+    private var early: [UInt64: [(seq: UInt64, payload: ByteBuffer, receipt: ClientSession.Receipt)]] = [:]
+    /// PINGs sent as PINGREQ, answered in order.
+    private var pings: [Ping] = []
+    /// The connection is being given up: no PUBACK counts any more (a later ACK would cover the failed message).
+    private var failed = false
+
+    init(settings: MQTTLinkSettings, topics: SessionTopics, keepAlive: UInt16, maxFrame: UInt32, port: UInt16,
+         lastAcked: [UInt64: UInt64], noSubscriberStreak: Int = 0) {
+        self.noSubscriberStreak = noSubscriberStreak
+        self.settings = settings
+        self.topics = topics
+        self.keepAlive = keepAlive
+        self.maximumPacketSize = settings.maximumPacketSize(maxFrame: maxFrame)
+        self.port = port
+        self.lastAcked = lastAcked
+    }
+
+    /// Whether CONNACK accepted us and the link has not failed (a DISCONNECT is due when closing).
+    var isConnected: Bool { client?.isConnected ?? false }
+
+    /// The largest DATA body the broker's Maximum Packet Size lets through on every `up` topic.
+    var maxBody: UInt32? {
+        limits.map { UInt32(clamping: max(0, $0.maximumPacketSize - settings.publishOverhead)) }
+    }
+
+    // MARK: Frames from the engine and the sessions
+
+    mutating func send(_ frame: Frame) -> [Output] {
+        ending(sending(frame))
+    }
+
+    /// Packets from the broker.
+    mutating func received(_ packet: Packet) -> [Output] {
+        ending(receiving(packet))
+    }
+
+    /// Once an output ends the link, no later PUBACK may turn into an ACK.
+    private mutating func ending(_ outputs: [Output]) -> [Output] {
+        if outputs.contains(where: \.endsLink) { failed = true }
+        return outputs
+    }
+
+    private mutating func sending(_ frame: Frame) -> [Output] {
+        switch frame {
+        case .hello(let hello):
+            // Nothing to negotiate: no DEFLATE (MQTT payloads go as they are), FLOW for Receive Maximum.
+            return [.frame(.helloOK(HelloOK(features: [.flow], maxFrame: hello.maxFrame)))]
+        case .login(let login):
+            return connect(password: settings.passwordFromToken ? login.token : nil)
+        case .ping(let ping):
+            guard isConnected else { return [] }
+            // One PINGREQ at a time is what the heartbeat sends; a few more are kept in case.
+            if pings.count >= 8 { pings.removeFirst() }
+            pings.append(ping)
+            return [.packet(.pingreq)]
+        case .open(let open):
+            return opened(open)
+        case .close(let close):
+            services[close.session] = nil
+            lastAcked[close.session] = nil
+            unacknowledgedInbound[close.session] = nil
+            nextInbound[close.session] = nil
+            early[close.session] = nil
+            return []
+        case .data(let data):
+            return publish(data)
+        case .ack(let ack):
+            return acknowledge(ack)
+        case .error(let error) where error.session == 0:
+            // The engine closes after a fatal ERROR: say why in DISCONNECT.
+            guard isConnected else { return [] }
+            client = nil
+            let reason: ReasonCode = error.code == .frameTooLarge ? .packetTooLarge : .protocolError
+            return [.packet(.disconnect(Disconnect(reasonCode: reason)))]
+        case .error, .window, .pong:
+            // A session ERROR (UNKNOWN_SESSION) has no MQTT counterpart; WINDOW is
+            // the inbox's: the broker sends no more than our Receive Maximum unacknowledged.
+            return []
+        case .helloOK, .loginOK, .loginFail, .goaway, .openOK, .openFail:
+            return [.note("\(frame.type) is sent by servers only; not sent to the broker")]
+        }
+    }
+
+    /// DISCONNECT (normal) when the agent closes an established connection.
+    mutating func closing() -> [Output] {
+        guard isConnected else { return [] }
+        client = nil
+        return [.packet(.disconnect(Disconnect(reasonCode: .normalDisconnection)))]
+    }
+
+    private mutating func connect(password: ByteBuffer?) -> [Output] {
+        var session = ClientSession(configuration: .init(
+            clientIdentifier: settings.clientID, keepAlive: keepAlive,
+            sessionExpiryInterval: settings.sessionExpirySeconds, receiveMaximum: settings.receiveMaximum,
+            maximumPacketSize: maximumPacketSize,
+            subscriptions: [.init(topicFilter: topics.downFilter, maximumQoS: .atLeastOnce)],
+            userName: settings.username, password: password))
+        let actions = session.handle(.connected)
+        client = session
+        return actions.flatMap { perform($0) }
+    }
+
+    private mutating func opened(_ open: Open) -> [Output] {
+        do {
+            try SessionTopics.checkService(open.service)
+        } catch {
+            return [.frame(.openFail(OpenFail(session: open.session, code: .forbidden, message: "\(error)")))]
+        }
+        services[open.session] = open.service
+        nextInbound[open.session] = open.resumeAfter + 1
+        let window = UInt32(min(limits?.receiveMaximum ?? 1_024, Int(UInt16.max)))
+        return [.frame(.openOK(OpenOK(session: open.session, lastAcked: lastAcked[open.session] ?? 0, window: window)))]
+    }
+
+    private mutating func publish(_ data: DataFrame) -> [Output] {
+        guard let service = services[data.session], var client, client.isConnected else { return [] }
+        let topic: String
+        do {
+            topic = try topics.up(service: service, session: data.session)
+        } catch {
+            return [.fail("session \(data.session): \(error)")]
+        }
+        let tag = nextTag
+        nextTag += 1
+        outbound[tag] = (data.session, data.seq)
+        let properties: Properties = [.user(Self.seqProperty, String(data.seq))]
+        // Held messages go first: a new one never overtakes them.
+        guard waitingHead == waiting.count else {
+            waiting.append((tag, topic, data.body, properties))
+            return []
+        }
+        let result = client.publish(topic: topic, payload: data.body, properties: properties, tag: tag)
+        self.client = client
+        switch result {
+        case .send(let packet):
+            return [.packet(packet)]
+        case .wouldBlock:
+            waiting.append((tag, topic, data.body, properties))
+            return []
+        case .tooLarge(let size, let limit):
+            return [.fail("session \(data.session) seq \(data.seq): PUBLISH of \(size) bytes exceeds the broker's Maximum Packet Size of \(limit)")]
+        case .qosNotSupported:
+            return [.frame(.error(ErrorFrame(code: .forbidden, message: "the broker's Maximum QoS is 0; imagent needs QoS 1")))]
+        case .notConnected:
+            return []
+        }
+    }
+
+    /// Sends held PUBLISHes while the broker's Receive Maximum allows.
+    private mutating func sendWaiting() -> [Output] {
+        guard var client else { return [] }
+        var outputs: [Output] = []
+        while waitingHead < waiting.count {
+            let next = waiting[waitingHead]
+            let result = client.publish(topic: next.topic, payload: next.payload, properties: next.properties, tag: next.tag)
+            if case .wouldBlock = result { break }
+            waitingHead += 1
+            if case .send(let packet) = result { outputs.append(.packet(packet)) }
+        }
+        if waitingHead == waiting.count {
+            waiting.removeAll(keepingCapacity: waiting.count < 4_096)
+            waitingHead = 0
+        }
+        self.client = client
+        return outputs
+    }
+
+    private mutating func acknowledge(_ ack: Ack) -> [Output] {
+        guard var pending = unacknowledgedInbound[ack.session], !pending.isEmpty, var client else { return [] }
+        var outputs: [Output] = []
+        var done = 0
+        while done < pending.count, pending[done].seq <= ack.seq {
+            outputs += client.handle(.stored(pending[done].receipt)).flatMap { action -> [Output] in
+                if case .send(let packet) = action { return [.packet(packet)] }
+                return []
+            }
+            done += 1
+        }
+        pending.removeFirst(done)
+        unacknowledgedInbound[ack.session] = pending.isEmpty ? nil : pending
+        self.client = client
+        return outputs
+    }
+
+    // MARK: Packets from the broker
+
+    private mutating func receiving(_ packet: Packet) -> [Output] {
+        guard var client else {
+            return [.fail("the broker sent \(packet.type) before CONNECT")]
+        }
+        let actions = client.handle(.received(packet))
+        self.client = client
+        return actions.flatMap { perform($0) }
+    }
+
+    private mutating func perform(_ action: ClientSession.Action) -> [Output] {
+        switch action {
+        case .send(let packet):
+            return [.packet(packet)]
+        case .ready(let limits, let sessionPresent):
+            self.limits = limits
+            // The heartbeat stays within the keep-alive in force (the broker's Server Keep Alive when it set one).
+            let keepAlive = limits.serverKeepAlive ?? self.keepAlive
+            return [.note("CONNACK: session present \(sessionPresent), receive maximum \(limits.receiveMaximum), maximum packet size \(limits.maximumPacketSize), keep-alive \(keepAlive) s"),
+                    .frame(.loginOK(LoginOK(heartbeatMS: keepAlive == 0 ? nil : UInt32(keepAlive) * 1000)))]
+        case .deliver(let topic, let publish, let receipt):
+            return deliver(topic: topic, publish, receipt: receipt)
+        case .published(let tag):
+            guard let (session, seq) = outbound.removeValue(forKey: tag), !failed else { return sendWaiting() }
+            var outputs: [Output] = []
+            // PUBACKs come in the order of the PUBLISHes [MQTT-4.6.0-2], so seq only grows per session.
+            noSubscriberStreak = 0
+            if services[session] != nil, seq > lastAcked[session] ?? 0 {
+                lastAcked[session] = seq
+                outputs.append(.frame(.ack(Ack(session: session, seq: seq))))
+            }
+            return outputs + sendWaiting()
+        case .publishedWithoutSubscribers(let tag):
+            // Taken but dropped: nobody subscribes the up topic (the backend is away, or the broker
+            // lost its subscription in a restart). Not acknowledged: the link is dropped and the
+            // message goes again after a pause, and everything behind it.
+            guard !failed else { return [] }
+            failed = true
+            defer { noSubscriberStreak += 1 }
+            let message = outbound.removeValue(forKey: tag).map { "session \($0.session) seq \($0.seq)" } ?? "a message"
+            return [.frame(.goaway(Goaway(code: .overloaded, message: "PUBACK for \(message): no matching subscribers; sending it again later",
+                                          retryAfterMS: Self.noSubscriberRetryMS(streak: noSubscriberStreak))))]
+        case .publishRefused(let tag, let code):
+            failed = true
+            let message = outbound.removeValue(forKey: tag).map { "session \($0.session) seq \($0.seq)" } ?? "a message"
+            return [Self.failure(code, serverReference: nil, port: port, what: "PUBACK for \(message)", connecting: false)]
+        case .subscribed(let filter, _):
+            return [.note("subscribed to \(filter)")]
+        case .subscriptionRefused(let filter, let code):
+            return [.frame(.error(ErrorFrame(code: .forbidden, message: "the broker refused the subscription to \(filter): \(code)")))]
+        case .pong:
+            guard !pings.isEmpty else { return [] }
+            return [.frame(.pong(pings.removeFirst()))]
+        case .refused(let code, let reference):
+            return [Self.failure(code, serverReference: reference, port: port, what: "CONNACK", connecting: true)]
+        case .disconnected(let code, let reference):
+            failed = true
+            return [Self.failure(code, serverReference: reference, port: port, what: "DISCONNECT", connecting: false)]
+        case .close(let code, let because):
+            failed = true
+            self.client = nil
+            return [.packet(.disconnect(Disconnect(reasonCode: code))), .fail("MQTT protocol error by the broker: \(because)")]
+        }
+    }
+
+    private mutating func deliver(topic: String, _ publish: Publish, receipt: ClientSession.Receipt?) -> [Output] {
+        let seq = publish.properties.userProperties.first { $0.name == Self.seqProperty }.flatMap { UInt64($0.value) }
+        guard let (service, session) = topics.parseDown(topic), let seq, seq > 0, services[session] == service else {
+            // Nobody can take it: acknowledged so that the broker stops sending it, and logged.
+            var outputs: [Output] = [.warning("dropping a PUBLISH on \(topic): \(seq == nil ? "no decimal imagent-seq" : "no open session of that service")")]
+            if let receipt, var client {
+                outputs += client.handle(.stored(receipt)).map { action -> Output in
+                    if case .send(let packet) = action { return .packet(packet) }
+                    return .note("\(action)")
+                }
+                self.client = client
+            }
+            return outputs
+        }
+        let expected = nextInbound[session] ?? 1
+        if seq > expected {
+            // Ahead of its turn: held, unacknowledged, until the seqs before it come.
+            guard let receipt else { return [.warning("dropping QoS 0 PUBLISH seq \(seq) of session \(session): \(expected) is due first")] }
+            var waiting = early[session] ?? []
+            waiting.insert((seq, publish.payload, receipt), at: waiting.firstIndex { $0.seq > seq } ?? waiting.endIndex)
+            early[session] = waiting
+            return []
+        }
+        var outputs = [forward(session: session, seq: seq, payload: publish.payload, receipt: receipt)]
+        guard seq == expected else { return outputs }  // a duplicate: the sessions drop it and ACK again
+        var next = expected + 1
+        if var waiting = early[session] {
+            var taken = 0
+            while taken < waiting.count, waiting[taken].seq <= next {
+                let item = waiting[taken]
+                outputs.append(forward(session: session, seq: item.seq, payload: item.payload, receipt: item.receipt))
+                if item.seq == next { next += 1 }
+                taken += 1
+            }
+            waiting.removeFirst(taken)
+            early[session] = waiting.isEmpty ? nil : waiting
+        }
+        nextInbound[session] = next
+        return outputs
+    }
+
+    /// DATA for the sessions; its PUBACK waits for their ACK of `seq`.
+    private mutating func forward(session: UInt64, seq: UInt64, payload: ByteBuffer, receipt: ClientSession.Receipt?) -> Output {
+        if let receipt {
+            var pending = unacknowledgedInbound[session] ?? []
+            pending.insert((seq, receipt), at: pending.lastIndex { $0.seq <= seq }.map { $0 + 1 } ?? 0)
+            unacknowledgedInbound[session] = pending
+        }
+        return .frame(.data(DataFrame(session: session, seq: seq, body: payload)))
+    }
+
+    /// What a failing reason code means for the link, as the frame an IMLink server would have sent.
+    static func failure(_ code: ReasonCode, serverReference: String?, port: UInt16, what: String, connecting: Bool) -> Output {
+        let message = "\(what): \(code) (0x\(String(code.rawValue, radix: 16)))"
+        let redirect = serverReference.flatMap { redirectEndpoint($0, port: port) }
+        switch code {
+        case .useAnotherServer, .serverMoved, .serverShuttingDown, .success:
+            return .frame(.goaway(Goaway(code: .shutdown, message: message, redirect: redirect)))
+        case .serverBusy, .serverUnavailable, .quotaExceeded, .connectionRateExceeded, .messageRateTooHigh:
+            return .frame(.goaway(Goaway(code: .overloaded, message: message, redirect: redirect)))
+        case .badUserNameOrPassword where connecting:
+            return .frame(.loginFail(LoginFail(code: .tokenInvalid, message: message)))
+        case .notAuthorized, .banned, .clientIdentifierNotValid, .badAuthenticationMethod, .topicNameInvalid:
+            return connecting ? .frame(.loginFail(LoginFail(code: .forbidden, message: message)))
+                : .frame(.error(ErrorFrame(code: .forbidden, message: message)))
+        case .unsupportedProtocolVersion:
+            return .frame(.error(ErrorFrame(code: .versionUnsupported, message: message)))
+        default:
+            return .frame(.error(ErrorFrame(code: .protocolError, message: message)))
+        }
+    }
+
+    /// The first `host:port` of a Server Reference (§4.11: space-separated, the port optional).
+    static func redirectEndpoint(_ reference: String, port: UInt16) -> String? {
+        guard let first = reference.split(separator: " ").first.map(String.init), !first.isEmpty else { return nil }
+        if endpointProblem(first) == nil { return first }
+        let withPort = first.contains(":") && !first.hasPrefix("[") ? "[\(first)]:\(port)" : "\(first):\(port)"
+        return endpointProblem(withPort) == nil ? withPort : first
+    }
+}

@@ -1,0 +1,397 @@
+import AgentIPC
+import Foundation
+import IMAgentTestKit
+import NIOCore
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The real `imagentd` with `[server] protocol = "mqtt"` against a real
+/// broker: Debian's mosquitto 2.x on a loopback TCP port with persistence on,
+/// and the example backend `examples/mqtt-echo/echo.py` (paho-mqtt) answering
+/// on `down`. Both are started per test and ended in `stop`.
+@Suite(.serialized, .timeLimit(.minutes(4)))
+struct MQTTUpstreamTests {
+    @Test func echoThroughMosquitto_everyMessageOnceInOrder() async throws {
+        try await withMQTTDaemon { daemon, broker, _ in
+            _ = try await daemon.waitForLink("connected")
+            let session = try await open(daemon)
+            let sent = try await daemon.imagent(["send", "\(session)", "--lines"], stdin: lines(1...200))
+            #expect(sent.status == 0, "\(sent.stderr)")
+            let received = try await listen(daemon, session, count: 200, after: 0)
+            #expect(received.map(\.seq) == Array(1...200), "\(received.count) received")
+            #expect(received.allSatisfy { $0.text == "m\($0.seq)" })
+            #expect(broker.log.contains("imagent/mqtt-test-host/+/+/down"), "the daemon subscribed to its down filter")
+        }
+    }
+
+    /// A message the broker's Maximum Packet Size can never let through fails alone at once
+    /// (EXPIRED, PAYLOAD_TOO_LARGE); the link and the messages around it go on.
+    @Test func aMessageAboveTheBrokersMaximumPacketSize_failsAlone() async throws {
+        try await withMQTTDaemon(brokerExtra: "max_packet_size 4096") { daemon, _, _ in
+            _ = try await daemon.waitForLink("connected")
+            let client = try await IPCClient.connect(socketPath: daemon.socketPath, clientName: "big")
+            let session = try await client.open(service: "echo").session
+            var events = client.events.makeAsyncIterator()
+            try await client.send(session: session, text: "small")
+            try await client.send(session: session, payload: ByteBuffer(repeating: 0x62, count: 5_000))
+            try await client.send(session: session, text: "after")
+            var echoes: [String] = []
+            var expired: [IPCMessage.Expired] = []
+            while echoes.count < 2, let event = try await events.next() {
+                switch event {
+                case .message(let message):
+                    echoes.append(String(buffer: message.payload))
+                    try await client.ack(session: session, seq: message.seq)
+                case .expired(let message): expired.append(message)
+                default: continue
+                }
+            }
+            print("over the broker's Maximum Packet Size: \(expired.map { "seq \($0.seq) code \($0.code): \($0.message ?? "")" })")
+            #expect(echoes == ["small", "after"])
+            #expect(expired.map(\.seq) == [2])
+            #expect(expired.first?.code == .payloadTooLarge)
+            let status = try await client.status()
+            #expect(status.contains("\"reconnects\":0"), "the link was dropped: \(status)")
+            await client.close()
+        }
+    }
+
+    /// TLS to the broker with the daemon's client certificate (the broker requires one and takes its
+    /// CN as the user name), verified for `server_name`: the echo still comes back.
+    @Test func echoOverTLS_withAClientCertificate() async throws {
+        let listener: (String, UInt16) throws -> String = { directory, port in
+            let script = """
+                set -e
+                cd '\(directory)'
+                openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ca.key -out ca.pem \\
+                  -days 2 -subj '/CN=imagent mqtt test CA' \\
+                  -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign
+                openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout broker.key -out broker.csr -subj '/CN=mqtt.test'
+                printf 'subjectAltName=DNS:mqtt.test\\nbasicConstraints=CA:FALSE\\nextendedKeyUsage=serverAuth\\n' > broker.cnf
+                openssl x509 -req -in broker.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out broker.pem -days 2 -extfile broker.cnf
+                openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout client.key -out client.csr -subj '/CN=mqtt-test-host'
+                printf 'basicConstraints=CA:FALSE\\nextendedKeyUsage=clientAuth\\n' > client.cnf
+                openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem -days 2 -extfile client.cnf
+                chmod 0600 client.key
+                """
+            let openssl = try ChildProcess(executable: "/bin/sh", arguments: ["-c", script], stdout: .null, stderr: .null)
+            openssl.waitUntilExit()
+            guard access(directory + "/client.pem", R_OK) == 0 else { throw RealDaemonError("openssl could not make the test certificates") }
+            return """
+                listener \(port) 127.0.0.1
+                cafile \(directory)/ca.pem
+                certfile \(directory)/broker.pem
+                keyfile \(directory)/broker.key
+                require_certificate true
+                use_identity_as_username true
+                """
+        }
+        let daemon: (String, String) -> String = { text, directory in
+            text + """
+
+                [server.tls]
+                ca_file = "\(directory)/ca.pem"
+                server_name = "mqtt.test"
+                certificate_file = "\(directory)/client.pem"
+                private_key_file = "\(directory)/client.key"
+                """
+        }
+        try await withMQTTDaemon(tls: (listener, daemon)) { daemon, broker, _ in
+            _ = try await daemon.waitForLink("connected")
+            let session = try await open(daemon)
+            let sent = try await daemon.imagent(["send", "\(session)", "--lines"], stdin: lines(1...50))
+            #expect(sent.status == 0, "\(sent.stderr)")
+            let received = try await listen(daemon, session, count: 50, after: 0)
+            #expect(received.map(\.seq) == Array(1...50), "\(received.count) received")
+            #expect(received.allSatisfy { $0.text == "m\($0.seq)" })
+            #expect(broker.log.contains("u'mqtt-test-host'"), "the broker took the client certificate's CN as the user name")
+        }
+    }
+
+    /// 5,000 messages each way (CI size) across two `kill -9` of the daemon, two broker
+    /// restarts and two link drops: 0 lost, 0 duplicated, 0 reordered at the local program.
+    @Test func exactlyOnce_acrossKillNine_brokerRestarts_andLinkDrops() async throws {
+        try await withMQTTDaemon { daemon, broker, backend in
+            _ = try await daemon.waitForLink("connected")
+            let session = try await open(daemon)
+
+            // 1. 2,000 accepted (stored), then kill -9 at once: most are still in the outbox.
+            let first = try await daemon.imagent(["send", "\(session)", "--lines"], stdin: lines(1...2000))
+            #expect(first.status == 0, "\(first.stderr)")
+            daemon.signal(SIGKILL)
+            _ = await daemon.waitForExit(within: .seconds(5))
+            daemon = try await daemon.restarted()
+
+            // 2. The broker restarts (persistence on) while the daemon resends.
+            try await Task.sleep(for: .milliseconds(300))
+            try broker.restart()
+            _ = try await daemon.waitForLink("connected", within: .seconds(30))
+
+            // 3. 3,000 more, with the link dropped twice in the middle: once by the daemon
+            //    (`imagent reconnect`), once under it (every TCP socket to the broker destroyed, `ss -K`:
+            //    the backend's too).
+            for chunk in [2001...3000, 3001...4000, 4001...5000] {
+                let result = try await daemon.imagent(["send", "\(session)", "--lines"], stdin: lines(chunk))
+                #expect(result.status == 0, "\(result.stderr)")
+                if chunk.upperBound == 3000 {
+                    let dropped = try await daemon.imagent(["reconnect"])
+                    #expect(dropped.status == 0, "\(dropped.stderr)")
+                } else if chunk.upperBound == 4000 {
+                    let before = try await reconnects(daemon)
+                    let ss = try ChildProcess(executable: "/usr/bin/ss", arguments: ["-K", "dst", "127.0.0.1", "dport", "=", "\(broker.port)"],
+                                              stdout: .null, stderr: .null)
+                    ss.waitUntilExit()
+                    var after = before
+                    let deadline = ContinuousClock.now + .seconds(15)
+                    while after == before, ContinuousClock.now < deadline {
+                        try await Task.sleep(for: .milliseconds(100))
+                        after = try await reconnects(daemon)
+                    }
+                    #expect(after > before, "the link was never cut (reconnects \(before) → \(after))")
+                }
+            }
+
+            // 4. Read 2,500, kill -9, restart the broker once more, read the rest.
+            var received = try await listen(daemon, session, count: 2500, after: 0)
+            daemon.signal(SIGKILL)
+            _ = await daemon.waitForExit(within: .seconds(5))
+            try broker.restart()
+            daemon = try await daemon.restarted()
+            received += try await listen(daemon, session, count: 2500, after: received.last?.seq ?? 0, timeout: 90)
+
+            let seqs = received.map(\.seq)
+            let missing = Set(1...5000).subtracting(seqs).count
+            let duplicated = seqs.count - Set(seqs).count
+            let reordered = zip(seqs, seqs.dropFirst()).filter { $0 >= $1 }.count
+            #expect(missing == 0 && duplicated == 0 && reordered == 0,
+                    "\(missing) lost, \(duplicated) duplicated, \(reordered) out of order; daemon log:\n\(daemon.log.suffix(3000))\nbroker log:\n\(broker.log.suffix(3000))\necho log:\n\(backend.log.suffix(1000))")
+            #expect(received.allSatisfy { $0.text == "m\($0.seq)" }, "a payload arrived under the wrong seq")
+            #expect(backend.isRunning, "the echo backend died: \(backend.log.suffix(2000))")
+            print("mqtt exactly-once: 5000 each way, \(received.count) received, \(missing) lost, \(duplicated) duplicated, \(reordered) reordered, across 2 kill -9, 2 broker restarts, 2 link drops")
+        }
+    }
+
+    private func open(_ daemon: RealDaemon) async throws -> UInt64 {
+        let opened = try await daemon.imagent(["open", "echo", "--json"])
+        return try #require(((try JSONSerialization.jsonObject(with: Data(opened.stdout.utf8)) as? [String: Any])?["session"] as? NSNumber)?.uint64Value,
+                            "open: \(opened.stdout) \(opened.stderr)")
+    }
+
+    private func reconnects(_ daemon: RealDaemon) async throws -> Int {
+        let status = try await daemon.waitForLink("connected")
+        let link = try #require(status["link"] as? [String: Any], "no link in \(status)")
+        return try #require((link["reconnects"] as? NSNumber)?.intValue, "no reconnects in \(status)")
+    }
+
+    private func lines(_ range: ClosedRange<Int>) -> String {
+        range.map { "m\($0)\n" }.joined()
+    }
+
+    private func listen(_ daemon: RealDaemon, _ session: UInt64, count: Int, after: UInt64,
+                        timeout: Int = 60) async throws -> [(seq: UInt64, text: String)] {
+        let result = try await daemon.imagent(["--timeout", "\(timeout)", "listen", "\(session)", "--count", "\(count)",
+                                               "--from-seq", "\(after + 1)", "--json"])
+        #expect(result.status == 0, "\(result.stderr)\n\(daemon.log.suffix(3000))")
+        return result.stdoutLines.compactMap { line in
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                  let seq = (object["seq"] as? NSNumber)?.uint64Value, let text = object["text"] as? String else { return nil }
+            return (seq, text)
+        }
+    }
+}
+
+/// A broker, the echo backend and a daemon speaking MQTT to the broker; all stopped afterwards.
+/// `tls`: the daemon's endpoint is a second listener of the broker, set up by `tls.listener`
+/// (given the folder and its port), and `tls.daemon` (given the file without `tls = false`, and the folder)
+/// turns TLS on in the daemon's file.
+func withMQTTDaemon(brokerExtra: String = "", tls: (listener: (String, UInt16) throws -> String, daemon: (String, String) -> String)? = nil,
+                    _ body: (inout RealDaemon, TCPMosquitto, EchoBackend) async throws -> Void) async throws {
+    let setup = try await RealDaemon.prepare(extraConfig: """
+        [mqtt]
+        client_id = "mqtt-test-host"
+        session_expiry_seconds = 600
+        """)
+    let tlsPort = try freeLoopbackPort()
+    let broker = try TCPMosquitto.start(directory: setup.directory,
+                                        extra: brokerExtra + "\n" + (try tls.map { try $0.listener(setup.directory, tlsPort) } ?? ""))
+    let backend: EchoBackend
+    do {
+        backend = try EchoBackend.start(port: broker.port, log: setup.directory + "/echo.log")
+    } catch {
+        broker.stop()
+        throw error
+    }
+    var daemon: RealDaemon
+    do {
+        // The same file as for IMLink, pointed at the broker: the token file stays, as the password.
+        var text = try String(contentsOfFile: setup.configPath, encoding: .utf8)
+            .replacingOccurrences(of: "endpoints = [\"\(setup.server.address)\"]",
+                                  with: "endpoints = [\"127.0.0.1:\(tls == nil ? broker.port : tlsPort)\"]\nprotocol = \"mqtt\"")
+        if let tls { text = tls.daemon(text.replacingOccurrences(of: "tls = false\n", with: ""), setup.directory) }
+        try text.write(toFile: setup.configPath, atomically: true, encoding: .utf8)
+        daemon = try await RealDaemon.launch(setup)
+    } catch {
+        backend.stop()
+        broker.stop()
+        throw error
+    }
+    do {
+        try await body(&daemon, broker, backend)
+    } catch {
+        print("daemon log:\n\(daemon.log.suffix(4000))\nbroker log:\n\(broker.log.suffix(2000))\necho log:\n\(backend.log.suffix(1000))")
+        backend.stop()
+        broker.stop()
+        await daemon.stop()
+        throw error
+    }
+    backend.stop()
+    broker.stop()
+    await daemon.stop()
+}
+
+/// mosquitto on 127.0.0.1 at a free port, persistence on, no queue limits (its
+/// default of 1,000 queued messages per client drops PUBACKed messages).
+final class TCPMosquitto: @unchecked Sendable {
+    let directory: String
+    let port: UInt16
+    private(set) var process: ChildProcess
+    var log: String { (try? String(contentsOfFile: directory + "/mosquitto.log", encoding: .utf8)) ?? "" }
+
+    private init(directory: String, port: UInt16, process: ChildProcess) {
+        self.directory = directory
+        self.port = port
+        self.process = process
+    }
+
+    /// `extra`: more of mosquitto.conf (another listener, say).
+    static func start(directory: String, extra: String = "") throws -> TCPMosquitto {
+        let executable = "/usr/sbin/mosquitto"
+        guard access(executable, X_OK) == 0 else {
+            throw RealDaemonError("\(executable) is missing: run scripts/bootstrap (it installs Debian's mosquitto)")
+        }
+        let port = try freeLoopbackPort()
+        try """
+            listener \(port) 127.0.0.1
+            allow_anonymous true
+            persistence true
+            persistence_location \(directory)/
+            max_queued_messages 0
+            user root
+            log_dest file \(directory)/mosquitto.log
+            log_type error
+            log_type warning
+            log_type notice
+            log_type information
+            log_type subscribe
+            \(extra)
+            """.write(toFile: directory + "/mosquitto.conf", atomically: true, encoding: .utf8)
+        let broker = TCPMosquitto(directory: directory, port: port, process: try launch(directory))
+        try broker.waitUntilListening()
+        return broker
+    }
+
+    private static func launch(_ directory: String) throws -> ChildProcess {
+        try ChildProcess(executable: "/usr/sbin/mosquitto", arguments: ["-c", directory + "/mosquitto.conf"],
+                         stdout: .null, stderr: .null)
+    }
+
+    private func waitUntilListening() throws {
+        for _ in 0..<500 {
+            if canConnect(port: port) { return }
+            usleep(10_000)
+        }
+        stop()
+        throw RealDaemonError("mosquitto did not listen on 127.0.0.1:\(port) within 5 s")
+    }
+
+    /// SIGTERM (mosquitto writes its persistence file), then a new process on the same file and port.
+    func restart() throws {
+        stop()
+        process = try Self.launch(directory)
+        try waitUntilListening()
+    }
+
+    func stop() {
+        guard process.isRunning else { return }
+        process.terminate()
+        for _ in 0..<500 where process.isRunning { usleep(10_000) }
+        if process.isRunning {
+            process.signal(SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+}
+
+/// `examples/mqtt-echo/echo.py` as a child process.
+final class EchoBackend: @unchecked Sendable {
+    let process: ChildProcess
+    let logPath: String
+    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+    var isRunning: Bool { process.isRunning }
+
+    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("examples/mqtt-echo/echo.py").path
+
+    private init(process: ChildProcess, logPath: String) {
+        self.process = process
+        self.logPath = logPath
+    }
+
+    static func start(port: UInt16, log: String) throws -> EchoBackend {
+        // The python3 on PATH, which scripts/bootstrap gave paho-mqtt 2.x.
+        let process = try ChildProcess(executable: "/usr/bin/env", arguments: ["python3", script, "--port", "\(port)", "--client-id", "echo-\(getpid())"],
+                                       stdout: .file(log, append: true), stderr: .file(log, append: true))
+        let backend = EchoBackend(process: process, logPath: log)
+        for _ in 0..<500 where !backend.log.contains("subscribed") && process.isRunning {
+            usleep(10_000)
+        }
+        guard backend.log.contains("subscribed") else {
+            backend.stop()
+            throw RealDaemonError("the echo backend did not subscribe within 5 s: \(backend.log)")
+        }
+        return backend
+    }
+
+    func stop() {
+        guard process.isRunning else { return }
+        process.terminate()
+        for _ in 0..<300 where process.isRunning { usleep(10_000) }
+        if process.isRunning {
+            process.signal(SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+}
+
+/// A TCP port on 127.0.0.1 that nobody listens on right now (bound to 0, then released).
+func freeLoopbackPort() throws -> UInt16 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw RealDaemonError("socket: errno \(errno)") }
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+    }
+    guard bound else { throw RealDaemonError("bind: errno \(errno)") }
+    return UInt16(bigEndian: address.sin_port)
+}
+
+func canConnect(port: UInt16) -> Bool {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return false }
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = port.bigEndian
+    return withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+    }
+}

@@ -1,0 +1,179 @@
+import IMLink
+import MQTT5
+import NIOCore
+import Testing
+
+@testable import IMAgentCore
+
+/// The pure IMLink ↔ MQTT 5 adapter, driven with frames and packets (imagent-mqtt(7)).
+@Suite struct MQTTLinkAdapterTests {
+    static let settings = MQTTLinkSettings(clientID: "host-1", username: "dev", passwordFromToken: true,
+                                           sessionExpirySeconds: 600, topicPrefix: "imagent")
+
+    static func adapter(lastAcked: [UInt64: UInt64] = [:], noSubscriberStreak: Int = 0) throws -> MQTTLinkAdapter {
+        MQTTLinkAdapter(settings: settings, topics: try settings.topics(), keepAlive: 30, maxFrame: 1 << 20, port: 1883,
+                        lastAcked: lastAcked, noSubscriberStreak: noSubscriberStreak)
+    }
+
+    /// HELLO, LOGIN, CONNACK: the adapter as the engine sees it after LOGIN_OK.
+    static func connected(receiveMaximum: UInt32 = 100, sessionPresent: Bool = false,
+                          lastAcked: [UInt64: UInt64] = [:]) throws -> MQTTLinkAdapter {
+        var adapter = try adapter(lastAcked: lastAcked)
+        _ = adapter.send(.hello(Hello(features: [.flow], agentID: "host-1", maxFrame: 1 << 20)))
+        _ = adapter.send(.login(Login(token: ByteBuffer(string: "secret"), agentID: "host-1")))
+        _ = adapter.received(.connack(ConnAck(sessionPresent: sessionPresent, reasonCode: .success,
+                                              properties: [Property(.receiveMaximum, integer: receiveMaximum)])))
+        return adapter
+    }
+
+    static func publishes(_ outputs: [MQTTLinkAdapter.Output]) -> [Publish] {
+        outputs.compactMap { if case .packet(.publish(let publish)) = $0 { publish } else { nil } }
+    }
+
+    static func down(session: UInt64, seq: UInt64, id: UInt16, text: String = "x") -> Packet {
+        .publish(Publish(topic: "imagent/host-1/echo/\(session)/down", qos: .atLeastOnce, packetIdentifier: id,
+                         properties: [.user("imagent-seq", String(seq))], payload: ByteBuffer(string: text)))
+    }
+
+    @Test func handshake_helloAtOnce_loginIsConnect_connackIsLoginOK_andSubscribes() throws {
+        var adapter = try Self.adapter()
+        #expect(adapter.send(.hello(Hello(features: [.flow], agentID: "host-1", maxFrame: 65536)))
+                == [.frame(.helloOK(HelloOK(features: [.flow], maxFrame: 65536)))])
+        let connect = adapter.send(.login(Login(token: ByteBuffer(string: "secret"), agentID: "host-1")))
+        guard case .packet(.connect(let packet)) = try #require(connect.first) else { Issue.record("\(connect)"); return }
+        #expect(packet.clientIdentifier == "host-1" && !packet.cleanStart && packet.keepAlive == 30)
+        #expect(packet.userName == "dev" && packet.password == ByteBuffer(string: "secret"))
+        #expect(packet.properties.integer(.sessionExpiryInterval) == 600)
+
+        let ack = adapter.received(.connack(ConnAck(sessionPresent: false, reasonCode: .success, properties: [
+            Property(.serverKeepAlive, integer: 20), Property(.maximumPacketSize, integer: 2_000),
+        ])))
+        #expect(ack.contains(.packet(.subscribe(Subscribe(packetIdentifier: 1, subscriptions: [
+            .init(topicFilter: "imagent/host-1/+/+/down", maximumQoS: .atLeastOnce),
+        ])))))
+        #expect(ack.contains(.frame(.loginOK(LoginOK(heartbeatMS: 20_000)))), "the heartbeat stays within Server Keep Alive")
+        #expect(adapter.maxBody == UInt32(2_000 - Self.settings.publishOverhead), "MAX_FRAME is the broker's limit less an up PUBLISH's overhead")
+    }
+
+    @Test func subscribesAtEveryConnection_sessionPresentOrNot() throws {
+        // Session Present 0 needs it; with 1 it is harmless and repairs a subscription the broker lost.
+        for present in [false, true] {
+            var adapter = try Self.adapter()
+            _ = adapter.send(.login(Login(token: ByteBuffer(), agentID: "host-1")))
+            let ack = adapter.received(.connack(ConnAck(sessionPresent: present, reasonCode: .success)))
+            #expect(ack.contains { if case .packet(.subscribe) = $0 { true } else { false } })
+        }
+    }
+
+    @Test func open_answersLastAckedAndTheBrokersReceiveMaximum() throws {
+        var adapter = try Self.connected(receiveMaximum: 7, lastAcked: [9: 41])
+        #expect(adapter.send(.open(Open(session: 9, service: "echo", resumeAfter: 0)))
+                == [.frame(.openOK(OpenOK(session: 9, lastAcked: 41, window: 7)))])
+        guard case .frame(.openFail(let fail)) = adapter.send(.open(Open(session: 10, service: "a/b", resumeAfter: 0))).first else {
+            Issue.record("a service that is not one topic level must be refused"); return
+        }
+        #expect(fail.code == .forbidden)
+    }
+
+    @Test func data_isQoS1OnUp_withImagentSeq_andPubackIsAck_inOrderWithinReceiveMaximum() throws {
+        var adapter = try Self.connected(receiveMaximum: 2)
+        _ = adapter.send(.open(Open(session: 9, service: "echo", resumeAfter: 0)))
+        var sent: [Publish] = []
+        for seq in UInt64(1)...4 {
+            sent += Self.publishes(adapter.send(.data(DataFrame(session: 9, seq: seq, body: ByteBuffer(string: "m\(seq)")))))
+        }
+        #expect(sent.count == 2, "Receive Maximum 2: the others wait")
+        #expect(sent[0].topic == "imagent/host-1/echo/9/up" && sent[0].qos == .atLeastOnce && !sent[0].retain)
+        #expect(sent[0].properties.userProperties.map { "\($0.name)=\($0.value)" } == ["imagent-seq=1"])
+        var acks: [UInt64] = []
+        var index = 0
+        while index < sent.count {
+            let outputs = adapter.received(.puback(PublishAck(packetIdentifier: sent[index].packetIdentifier)))
+            acks += outputs.compactMap { if case .frame(.ack(let ack)) = $0 { ack.seq } else { nil } }
+            sent += Self.publishes(outputs)
+            index += 1
+        }
+        #expect(sent.map { String(buffer: $0.payload) } == ["m1", "m2", "m3", "m4"], "waiting messages go in order")
+        #expect(acks == [1, 2, 3, 4])
+        #expect(adapter.lastAcked == [9: 4])
+    }
+
+    @Test func noMatchingSubscribers_isNoAck_theLinkGoesAway_andNothingLaterCounts() throws {
+        var adapter = try Self.connected()
+        _ = adapter.send(.open(Open(session: 9, service: "echo", resumeAfter: 0)))
+        let first = Self.publishes(adapter.send(.data(DataFrame(session: 9, seq: 1, body: ByteBuffer(string: "a")))))
+        let second = Self.publishes(adapter.send(.data(DataFrame(session: 9, seq: 2, body: ByteBuffer(string: "b")))))
+        let outputs = adapter.received(.puback(PublishAck(packetIdentifier: first[0].packetIdentifier, reasonCode: .noMatchingSubscribers)))
+        guard case .frame(.goaway(let goaway)) = try #require(outputs.first) else { Issue.record("\(outputs)"); return }
+        #expect(goaway.code == .overloaded && goaway.retryAfterMS == 2_000)
+        #expect(adapter.noSubscriberStreak == 1)
+        #expect(adapter.received(.puback(PublishAck(packetIdentifier: second[0].packetIdentifier))).isEmpty,
+                "a later ACK would cover the dropped message")
+        #expect(adapter.lastAcked[9] == nil)
+    }
+
+    @Test func noSubscriberRetries_backOff_andAnAcceptedMessageResetsThem() throws {
+        #expect((0...7).map { MQTTLinkAdapter.noSubscriberRetryMS(streak: $0) } == [2_000, 4_000, 8_000, 16_000, 32_000, 64_000, 64_000, 64_000])
+        var adapter = try Self.adapter(noSubscriberStreak: 3)
+        _ = adapter.send(.login(Login(token: ByteBuffer(), agentID: "host-1")))
+        _ = adapter.received(.connack(ConnAck(sessionPresent: true, reasonCode: .success)))
+        _ = adapter.send(.open(Open(session: 9, service: "echo", resumeAfter: 0)))
+        let sent = Self.publishes(adapter.send(.data(DataFrame(session: 9, seq: 1, body: ByteBuffer(string: "a")))))
+        _ = adapter.received(.puback(PublishAck(packetIdentifier: sent[0].packetIdentifier)))
+        #expect(adapter.noSubscriberStreak == 0)
+    }
+
+    @Test func down_isData_pubackOnlyAfterTheSessionsAck_andEarlyOnesWaitForTheirTurn() throws {
+        var adapter = try Self.connected()
+        _ = adapter.send(.open(Open(session: 9, service: "echo", resumeAfter: 3)))
+        #expect(adapter.received(Self.down(session: 9, seq: 5, id: 1)).isEmpty, "seq 5 waits for 4")
+        let frames = adapter.received(Self.down(session: 9, seq: 4, id: 2)).compactMap { output -> UInt64? in
+            if case .frame(.data(let data)) = output { data.seq } else { nil }
+        }
+        #expect(frames == [4, 5])
+        #expect(adapter.send(.ack(Ack(session: 9, seq: 4))) == [.packet(.puback(PublishAck(packetIdentifier: 2)))])
+        #expect(adapter.send(.ack(Ack(session: 9, seq: 5))) == [.packet(.puback(PublishAck(packetIdentifier: 1)))])
+
+        // A redelivery of what the sessions hold goes up again; they drop it and ACK again, then its PUBACK leaves.
+        #expect(adapter.received(Self.down(session: 9, seq: 4, id: 3)).count == 1)
+        #expect(adapter.send(.ack(Ack(session: 9, seq: 5))) == [.packet(.puback(PublishAck(packetIdentifier: 3)))])
+    }
+
+    @Test func down_forNoOpenSession_isAcknowledgedAndDropped_withAWarning() throws {
+        var adapter = try Self.connected()
+        let outputs = adapter.received(Self.down(session: 77, seq: 1, id: 4))
+        #expect(outputs.contains(.packet(.puback(PublishAck(packetIdentifier: 4)))))
+        #expect(outputs.contains { if case .warning = $0 { true } else { false } })
+        #expect(!outputs.contains { if case .frame = $0 { true } else { false } })
+    }
+
+    @Test func ping_isPingreq_andPingrespIsItsPong() throws {
+        var adapter = try Self.connected()
+        let ping = Ping(id: 5, timestampUS: 123)
+        #expect(adapter.send(.ping(ping)) == [.packet(.pingreq)])
+        #expect(adapter.received(.pingresp) == [.frame(.pong(ping))])
+    }
+
+    @Test func reasonCodes_mapToTheDaemonsFailureClasses() throws {
+        func connack(_ code: ReasonCode, reference: String? = nil) throws -> MQTTLinkAdapter.Output? {
+            var adapter = try Self.adapter()
+            _ = adapter.send(.login(Login(token: ByteBuffer(), agentID: "host-1")))
+            let properties: Properties = reference.map { [Property(.serverReference, .string($0))] } ?? []
+            return adapter.received(.connack(ConnAck(sessionPresent: false, reasonCode: code, properties: properties))).first
+        }
+        #expect(try connack(.badUserNameOrPassword) == .frame(.loginFail(LoginFail(code: .tokenInvalid, message: "CONNACK: badUserNameOrPassword (0x86)"))))
+        guard case .frame(.loginFail(let forbidden)) = try connack(.notAuthorized) else { Issue.record("0x87"); return }
+        #expect(forbidden.code == .forbidden)
+        guard case .frame(.goaway(let busy)) = try connack(.serverBusy) else { Issue.record("0x89"); return }
+        #expect(busy.code == .overloaded)
+        guard case .frame(.error(let version)) = try connack(.unsupportedProtocolVersion) else { Issue.record("0x84"); return }
+        #expect(version.code == .versionUnsupported)
+
+        var adapter = try Self.connected()
+        let moved = adapter.received(.disconnect(Disconnect(reasonCode: .useAnotherServer, properties: [
+            Property(.serverReference, .string("other.example.net")),
+        ])))
+        guard case .frame(.goaway(let goaway)) = try #require(moved.first) else { Issue.record("\(moved)"); return }
+        #expect(goaway.code == .shutdown && goaway.redirect == "other.example.net:1883", "the current endpoint's port when none is given")
+    }
+}

@@ -18,9 +18,9 @@
 /// |------|------|
 /// | suspected | something owed a reply (DATA, OPEN or a PING) went unanswered, with nothing received, for the RTT's ACK deadline (1–15 s; 1 s on a fast path) |
 /// | probing | one connect at a time, its deadline drawn from `[probe, 2 × probe]` (1–2 s), the next one 50–100 ms after a silent one (`ReconnectPolicy`'s probe timing) |
-/// | path back | a probe connected after an earlier probe got no answer at all (both its SYNs lost): the link is replaced |
+/// | path back | a probe connected after an earlier probe got no answer at all (every SYN of it lost): the link is replaced |
 /// | path fine | the first probe connected (even after a resent SYN: one lost SYN is what a lossy path does), or a probe was refused: the silence is not proved to be the path's; probing ends and the heartbeat decides |
-/// | cleared | any frame received, or the link gone: probing ends, an in-flight probe is closed |
+/// | cleared | any frame received, or the link gone: probing ends; a probe in flight is disowned (closed if it connects, else it ends at its deadline) |
 ///
 /// Pure: the I/O layer (`PathProber`) arms the one timer it is told to
 /// (replacing the armed one; it reports the firing by `TimerID`) and
@@ -41,7 +41,7 @@ struct PathProbe<Random: RandomNumberGenerator> {
         case armTimer(TimerID, deadline: MonotonicInstant)
         /// Start a TCP connect to the link's server address with this deadline.
         case connect(ProbeID, deadline: Duration)
-        /// Close the probe's socket (it may still be connecting).
+        /// Disown the probe: its result no longer counts.
         case abandon(ProbeID)
         /// The path is back while the link waits on TCP's retransmission:
         /// replace the link.

@@ -149,6 +149,15 @@ struct HeartbeatPolicy<Random: RandomNumberGenerator> {
         return target.clamped(to: bounds)
     }
 
+    /// Since when the oldest frame still owed a reply went out (DATA or OPEN
+    /// since the last frame received, or the outstanding PING); nil when
+    /// nothing is owed or the link is down. The path probe's clock.
+    var replyOwedSince: MonotonicInstant? {
+        guard case .up(let up) = state else { return nil }
+        guard case .pong = up.waiting, let ping = up.outstanding else { return up.replyAwaitedSince }
+        return min(up.replyAwaitedSince ?? ping.sentAt, ping.sentAt)
+    }
+
     /// The configured bounds with the server's HEARTBEAT_MS as the ceiling;
     /// the server's word wins even below the configured minimum, but never
     /// below `serverCeilingFloor`.

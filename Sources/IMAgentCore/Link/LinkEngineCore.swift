@@ -40,6 +40,7 @@ final class LinkEngineCore {
     private var machine: Machine
     private var heartbeat: Heartbeat
     private var suspend = SuspendDetector()
+    private let pathProber: PathProber
     private var resolveCache: ResolveCache
     private var token: [UInt8]?
     private var linkTimers: [LinkTimerID: Scheduled<Void>] = [:]
@@ -108,6 +109,8 @@ final class LinkEngineCore {
         self.machine = Machine(configuration: validated.machine, random: SystemRandomNumberGenerator())
         self.heartbeat = Heartbeat(configuration: validated.heartbeat, random: SystemRandomNumberGenerator())
         self.resolveCache = ResolveCache(lifetime: configuration.resolveCacheLifetime)
+        self.pathProber = PathProber(loop: loop, reconnect: validated.machine.reconnect)
+        pathProber.onPathBack = { [weak self] reason in self?.pathBack(reason) }
     }
 
     // MARK: Inputs from the facade
@@ -383,7 +386,11 @@ final class LinkEngineCore {
     }
 
     private func perform(_ action: Heartbeat.Action) {
-        defer { reportHeartbeat(); reportRTTSample() }
+        defer {
+            reportHeartbeat()
+            reportRTTSample()
+            watchPath()
+        }
         switch action {
         case .none:
             break
@@ -400,6 +407,19 @@ final class LinkEngineCore {
             logger.warning("link dead: \(reason)")
             run(machine.heartbeatTimedOut(attempt, now: .now))
         }
+    }
+
+    /// A probe beside the link while it owes a reply past the ACK deadline (`PathProbe`).
+    private func watchPath() {
+        let owed = machine.phase.isConnected ? heartbeat.replyOwedSince : nil
+        pathProber.update(replyOwedSince: owed, ackDeadline: heartbeat.rtt.ackDeadline, remote: connection?.channel?.remoteAddress)
+    }
+
+    /// A probe got through while the link was silent: replace the link.
+    private func pathBack(_ reason: String) {
+        guard let connection, !connection.closing, machine.phase.isConnected else { return }
+        logger.info("\(reason); replacing the link")
+        run(machine.pathReturned(connection.attempt, reason: reason, now: .now))
     }
 
     /// WATCH hears every change of the interval (adaptation, activity, the server's ceiling).
@@ -686,6 +706,7 @@ final class LinkEngineCore {
         linkTimers.removeAll()
         heartbeatTimer?.cancel()
         heartbeatTimer = nil
+        pathProber.stop()
         for continuation in streams.values { continuation.finish() }
         streams.removeAll()
         let promises = shutdownPromises

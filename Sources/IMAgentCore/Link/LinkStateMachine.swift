@@ -510,6 +510,20 @@ struct LinkStateMachine<Random: RandomNumberGenerator> {
         }
     }
 
+    /// A probe beside the suspected link got through after the path had been
+    /// silent (`PathProbe`): the old connection waits on TCP's retransmission
+    /// backoff, so it is closed and a new one made at once, like a link the
+    /// heartbeat found dead (the backoff does not grow).
+    mutating func pathReturned(_ attempt: AttemptID, reason: String, now: MonotonicInstant) -> [LinkAction] {
+        switch state {
+        case .connected(let connected) where connected.attempt == attempt:
+            let (next, why) = afterLinkDiedSilently(since: connected.since, now: now, reason)
+            return close(attempt, sendError: nil, next: next, reason: why)
+        case .stopped, .disconnected, .connecting, .connected, .disconnecting:
+            return [.ignored(reason: "path back for \(attempt) while \(phase)")]
+        }
+    }
+
     /// The socket of `attempt` is closed, by us or by the peer.
     mutating func connectionClosed(_ attempt: AttemptID, reason: String, now: MonotonicInstant) -> [LinkAction] {
         switch state {

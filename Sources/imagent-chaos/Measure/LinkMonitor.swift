@@ -48,6 +48,21 @@ final class LinkMonitor: Sendable {
         return nil
     }
 
+    /// The first sample taken at or after `afterMS` that shows a link
+    /// connected since after `sinceMS` (a new one: the daemon replaced or
+    /// re-made it), within `seconds`; nil when the old link stayed up.
+    func waitNewLink(after afterMS: Int64, since sinceMS: Int64, seconds: Double) async -> Sample? {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if let sample = latest, sample.atMS >= afterMS, sample.state == "connected",
+                let since = sample.connectedSinceMS, since > sinceMS {
+                return sample
+            }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return nil
+    }
+
     /// The first sample taken at or after `afterMS` that shows the link not connected, within `seconds`.
     func waitNotConnected(after afterMS: Int64, seconds: Double) async -> Sample? {
         let deadline = Date().addingTimeInterval(seconds)

@@ -29,12 +29,23 @@ struct Recovery: Sendable {
         }
     }
 
+    /// How long after a fault a surviving link is watched for a replacement.
+    static let replacedWithinSeconds = 2.5
+
     /// Waits until the monitor shows the link connected after `endMS` and classifies it.
     static func measure(_ fault: String, monitor: LinkMonitor, startMS: Int64, endMS: Int64,
                         reconnectsBefore: Int?, waitSeconds: Double = 60) async -> Recovery {
-        guard let sample = await monitor.waitConnected(after: endMS, seconds: waitSeconds),
-              let since = sample.connectedSinceMS else {
+        guard var sample = await monitor.waitConnected(after: endMS, seconds: waitSeconds),
+              var since = sample.connectedSinceMS else {
             return Recovery(fault: fault, outcome: .notBack(afterSeconds: waitSeconds), reconnectsDuring: nil)
+        }
+        // A link that survived the fault may still be replaced a moment after
+        // it (the probe beside a suspected link, imagentd(8)): that counts as
+        // a reconnect, so wait as long as the 2 s bound for one.
+        if since < startMS, let newer = await monitor.waitNewLink(after: endMS, since: startMS, seconds: replacedWithinSeconds),
+           let newerSince = newer.connectedSinceMS {
+            sample = newer
+            since = newerSince
         }
         let during = reconnectsBefore.map { max(0, sample.reconnects - $0) }
         let outcome: Outcome = since < startMS ? .stayedUp : since <= endMS ? .backDuringFault : .reconnected(ms: since - endMS)

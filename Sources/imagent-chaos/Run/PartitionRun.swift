@@ -109,11 +109,13 @@ struct PartitionRun {
             let down = monitor.latest.flatMap { $0.state == "connected" ? nil : $0.lastError }
             let healMS = wallMS()
             topology.clearFilter()
-            let back = await monitor.waitConnected(after: healMS, seconds: Self.settleSeconds)
-            let linkBack = back?.connectedSinceMS.flatMap { $0 > cutMS ? $0 - healMS : nil }
+            // A link still up at the heal may be replaced a moment later (the
+            // probe beside a suspected link): wait for a new one, not any.
+            let back = await monitor.waitNewLink(after: healMS, since: cutMS, seconds: Self.settleSeconds)
+            let linkBack = back?.connectedSinceMS.map { $0 - healMS }
             Log.line("\(format(seconds)) s partition healed; link \(linkBack.map { "back \($0) ms after the heal" } ?? "stayed up")")
             heals.append(Heal(partitionSeconds: seconds, cutMS: cutMS, healMS: healMS, firstEchoMS: nil,
-                              linkBackMS: linkBack, detectedAs: down))
+                              linkBackMS: linkBack, detectedAs: down ?? back?.lastError))
             let settled = Date(timeIntervalSince1970: Double(healMS) / 1000 + Self.settleSeconds)
             if settled.timeIntervalSinceNow > 0 { try await Task.sleep(for: .milliseconds(Int64(settled.timeIntervalSinceNow * 1000))) }
         }

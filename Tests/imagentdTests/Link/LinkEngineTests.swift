@@ -41,7 +41,13 @@ struct LinkEngineTests {
         let tokens = try scratch.write("tokens", "secret-1\n")
         var server = try await startServer(tokenFile: tokens)
         let port = server.port
-        let configuration = testLinkConfiguration(endpoints: [server.address], tokenFile: tokens)
+        // The bound below is this policy's worst case (ServerRestartBoundTests):
+        // at most one capped delay after the server is back, plus a handshake.
+        var configuration = testLinkConfiguration(endpoints: [server.address], tokenFile: tokens)
+        let reconnect = ServerRestartBoundTests.restartReconnect
+        configuration.reconnectBase = reconnect.base
+        configuration.reconnectCap = reconnect.cap
+        configuration.reconnectHerdSpread = reconnect.herdSpread
         let (engine, recorder) = try startEngine(configuration)
         try await recorder.waitFor(timeout: 10, "first LOGIN_OK") { $0.isConnected }
 
@@ -56,7 +62,8 @@ struct LinkEngineTests {
         print("restart: link lost \(String(format: "%.0f", (lost.at - stoppedAt) * 1000)) ms after the server stopped; "
             + "server up → LOGIN_OK in \(String(format: "%.0f", (back.at - serverUp) * 1000)) ms "
             + "(backoff cap \(configuration.reconnectCap))")
-        #expect(back.at - serverUp < 1.0 + 0.5, "at most one capped backoff after the server is back")
+        let bound = configuration.reconnectCap / .seconds(1) + ServerRestartBoundTests.handshakeAllowance
+        #expect(back.at - serverUp < bound, "at most one capped backoff after the server is back, plus a handshake")
         #expect(await engine.status().reconnectCount == 1)
 
         await engine.shutdown()

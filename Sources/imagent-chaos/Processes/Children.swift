@@ -16,13 +16,18 @@ final class Children: @unchecked Sendable {
 
     /// Starts `executable` with `arguments`, stdout and stderr appended to `log` (stdout to `stdout` if given).
     func spawn(_ name: String, _ executable: String, _ arguments: [String], log: String, stdout: String? = nil) throws -> ChildProcess {
-        return try lock.withLock {
-            guard !cleanedUp else { throw ChaosError("cleaning up; not starting \(name)") }
-            let process = try ChildProcess(executable: executable, arguments: arguments,
-                                           setting: ["SWIFT_BACKTRACE": "enable=no"], unsetting: ["NOTIFY_SOCKET", "IMAGENT_SOCKET"],
-                                           stdout: .file(stdout ?? log, append: true), stderr: .file(log, append: true))
-            running[process.processIdentifier] = name
-            return process
+        try spawner.spawn(name, executable, arguments, stdout ?? log, log, [:])
+    }
+
+    /// What the kit's program handles start their children with: recorded here, so the clean-up kills them.
+    var spawner: ProgramSpawner {
+        ProgramSpawner { [self] name, executable, arguments, stdout, stderr, setting in
+            try lock.withLock {
+                guard !cleanedUp else { throw ChaosError("cleaning up; not starting \(name)") }
+                let process = try ProgramSpawner.direct.spawn(name, executable, arguments, stdout, stderr, setting)
+                running[process.processIdentifier] = name
+                return process
+            }
         }
     }
 

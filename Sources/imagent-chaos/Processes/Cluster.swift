@@ -20,8 +20,8 @@ final class Cluster: @unchecked Sendable {
     private let serverNamespace: String
     private let serverHost: String
     private(set) var serverPort = 0
-    private(set) var server: ChildProcess?
-    private(set) var daemon: ChildProcess?
+    private(set) var server: RefServerHandle?
+    private(set) var daemon: DaemonHandle?
     private(set) var proxy: ChildProcess?
     /// When the current daemon process was started, in Unix ms.
     private(set) var daemonStartedMS: Int64 = 0
@@ -45,21 +45,18 @@ final class Cluster: @unchecked Sendable {
 
     /// Starts the server on a free port the first time, the same port and state after; returns when it listens.
     func startServer() async throws {
-        let outPath = directory + "/refserver.out"
-        try? FileManager.default.removeItem(atPath: outPath)
-        let process = try Children.shared.spawn("imagent-refserver", Binaries.ip, [
-            "netns", "exec", serverNamespace, Binaries.refserver,
-            "--listen", "\(serverHost):\(serverPort)", "--token-file", directory + "/token",
-            "--state", directory + "/refserver.sqlite3", "--admin-socket", directory + "/admin.sock",
-            "--log-level", "warning",
-        ], log: directory + "/refserver.log", stdout: outPath)
-        server = process
-        serverPort = try await Self.listeningPort(in: outPath, of: process, what: "imagent-refserver", log: directory + "/refserver.log")
+        let started = try await RefServerHandle.start(
+            host: serverHost, port: serverPort,
+            arguments: ["--token-file", directory + "/token", "--state", directory + "/refserver.sqlite3", "--log-level", "warning"],
+            adminSocket: directory + "/admin.sock", outPath: directory + "/refserver.out", logPath: directory + "/refserver.log",
+            namespace: serverNamespace, spawner: Children.shared.spawner)
+        server = started
+        serverPort = started.port
     }
 
     /// `kill -9` the server (it commits before it acknowledges, so nothing acknowledged is lost).
     func killServer() async {
-        if let server { await Children.shared.kill9(server) }
+        if let server { await Children.shared.kill9(server.process) }
     }
 
     // MARK: Daemon
@@ -73,23 +70,13 @@ final class Cluster: @unchecked Sendable {
     func startDaemon(_ route: Route) async throws {
         let config = directory + "/\(route.rawValue).toml"
         try writeDaemonConfig(config, endpoint: route == .direct ? "\(serverHost):\(serverPort)" : "127.0.0.1:\(proxyPort)")
-        // A killed daemon leaves its socket file: waiting for it must mean the new daemon's.
-        try? FileManager.default.removeItem(atPath: socketPath)
         daemonStartedMS = wallMS()
-        let process = try Children.shared.spawn("imagentd", Binaries.ip, [
-            "netns", "exec", topology.agentNamespace, Binaries.daemon, "--config", config,
-        ], log: directory + "/imagentd.log")
-        daemon = process
-        let deadline = Date().addingTimeInterval(30)
-        while process.isRunning, Date() < deadline {
-            if Self.accepts(socketPath) { return }
-            try await Task.sleep(for: .milliseconds(5))
-        }
-        throw ChaosError("imagentd did not accept connections on \(socketPath) within 30 s (running: \(process.isRunning))")
+        daemon = try await DaemonHandle.start(configPath: config, socketPath: socketPath, logPath: directory + "/imagentd.log",
+                                              namespace: topology.agentNamespace, spawner: Children.shared.spawner)
     }
 
     func killDaemon() async {
-        if let daemon { await Children.shared.kill9(daemon) }
+        if let daemon { await Children.shared.kill9(daemon.process) }
     }
 
     private func writeDaemonConfig(_ path: String, endpoint: String) throws {
@@ -139,45 +126,12 @@ final class Cluster: @unchecked Sendable {
             "--delay-ms", delays.description, "--seed", "\(seed)",
         ], log: directory + "/proxy.log", stdout: outPath)
         proxy = process
-        proxyPort = try await Self.listeningPort(in: outPath, of: process, what: "the delay proxy", log: directory + "/proxy.log")
+        proxyPort = try await waitForListeningPort(in: outPath, of: process, what: "the delay proxy", log: directory + "/proxy.log")
     }
 
     func stopProxy() async {
         if let proxy { await Children.shared.terminate(proxy) }
         proxy = nil
-    }
-
-    // MARK: Helpers
-
-    /// Waits for the "listening on HOST:PORT" line a program prints first.
-    private static func listeningPort(in outPath: String, of process: ChildProcess, what: String, log: String) async throws -> Int {
-        let deadline = Date().addingTimeInterval(30)
-        while Date() < deadline, process.isRunning {
-            let out = (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? ""
-            if let line = out.split(separator: "\n").first(where: { $0.hasPrefix("listening on ") }),
-               let colon = line.lastIndex(of: ":"), let port = Int(line[line.index(after: colon)...]) {
-                return port
-            }
-            try await Task.sleep(for: .milliseconds(5))
-        }
-        throw ChaosError("\(what) did not start; its log:\n\(tail(log))")
-    }
-
-    /// Whether a Unix socket at `path` accepts a connection now.
-    static func accepts(_ path: String) -> Bool {
-        let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { return false }
-        defer { close(descriptor) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return false }
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes) }
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) == 0
-            }
-        }
     }
 }
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import IMAgentTestKit
 
 /// `imagent-chaos run`: the suite itself.
 struct RunCommand: AsyncParsableCommand {

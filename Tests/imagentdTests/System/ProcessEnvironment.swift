@@ -32,30 +32,3 @@ func makeTemporaryDirectory() -> String {
     precondition(made != nil, "mkdtemp failed: \(errno)")
     return template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
 }
-
-/// Fills a `sockaddr_un` for `path` and calls `body` with it.
-func withUnixAddress<T>(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> T) -> T {
-    var address = sockaddr_un()
-    address.sun_family = sa_family_t(AF_UNIX)
-    let bytes = Array(path.utf8)
-    precondition(bytes.count < MemoryLayout.size(ofValue: address.sun_path), "socket path too long: \(path)")
-    withUnsafeMutableBytes(of: &address.sun_path) { raw in
-        raw.copyBytes(from: bytes)
-        raw[bytes.count] = 0
-    }
-    return withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-    }
-}
-
-/// A Unix socket of `type` bound to `path`; listening when `listen` is set.
-func makeUnixSocket(type: Int32, path: String, listen shouldListen: Bool) -> Int32 {
-    let fd = socket(AF_UNIX, type | Int32(SOCK_CLOEXEC.rawValue), 0)
-    precondition(fd >= 0, "socket failed: \(errno)")
-    let bound = withUnixAddress(path) { bind(fd, $0, $1) }
-    precondition(bound == 0, "bind \(path) failed: \(errno)")
-    if shouldListen {
-        precondition(listen(fd, 8) == 0, "listen failed: \(errno)")
-    }
-    return fd
-}

@@ -109,17 +109,31 @@ func testLogger(_ label: String) -> Logger {
     return logger
 }
 
-/// An engine with a recorder attached, started.
-func startEngine(_ configuration: LinkConfiguration) throws -> (LinkEngine, TransitionRecorder) {
-    let engine = try LinkEngine(
-        configuration: configuration,
-        eventLoop: MultiThreadedEventLoopGroup.singleton.next(),
-        logger: testLogger("link-test")
-    )
+/// An engine with a recorder attached, started (on `eventLoop`, by default one of the shared group's).
+func startEngine(_ configuration: LinkConfiguration,
+                 on eventLoop: EventLoop = MultiThreadedEventLoopGroup.singleton.next()) throws -> (LinkEngine, TransitionRecorder) {
+    let engine = try LinkEngine(configuration: configuration, eventLoop: eventLoop, logger: testLogger("link-test"))
     let recorder = TransitionRecorder()
     engine.onTransition { recorder.record($0) }
     engine.start()
     return (engine, recorder)
+}
+
+/// Runs `body` with a started engine and its recorder, and shuts the engine down however `body`
+/// ends: a failed wait must not leave an engine retrying its server behind, into later tests.
+/// (A second `shutdown()`, after one in `body`, does nothing.)
+func withEngine<Result>(_ configuration: LinkConfiguration,
+                        on eventLoop: EventLoop = MultiThreadedEventLoopGroup.singleton.next(),
+                        _ body: (LinkEngine, TransitionRecorder) async throws -> Result) async throws -> Result {
+    let (engine, recorder) = try startEngine(configuration, on: eventLoop)
+    do {
+        let result = try await body(engine, recorder)
+        await engine.shutdown()
+        return result
+    } catch {
+        await engine.shutdown()
+        throw error
+    }
 }
 
 /// A reference server in this process.
@@ -134,15 +148,6 @@ func startServer(
         configuration: RefServerConfiguration(host: host, port: port, tokenFile: tokenFile, heartbeatMS: heartbeatMS, tls: tls),
         logger: testLogger("refserver")
     )
-}
-
-/// A port on 127.0.0.1 that nothing listens on (bound, then released).
-func unusedPort() throws -> Int {
-    let channel = try ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-        .bind(host: "127.0.0.1", port: 0).wait()
-    let port = channel.localAddress!.port!
-    try channel.close().wait()
-    return port
 }
 
 /// A port on 127.0.0.1 that never answers a SYN: a listener with a backlog

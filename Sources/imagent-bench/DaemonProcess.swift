@@ -47,33 +47,23 @@ final class DaemonProcess {
         socketPath = directory + "/imagent.sock"
         do {
             try writeFile(directory + "/token", token + "\n")
-            try writeFile(directory + "/imagentd.toml", """
-                [server]
-                endpoints = ["\(serverAddress)"]
-                tls = false
-                # Some runs put the server in another network namespace (a test-only address).
-                allow_plaintext = true
-                agent_id = "imagent-bench-daemon"
-                [auth]
-                token_file = "\(directory)/token"
-                [ipc]
-                socket = "\(socketPath)"
-                mode = "0600"
-                [store]
-                directory = "\(directory)"
-                durability = "\(durability)"
+            var config = DaemonConfigFile(endpoints: [serverAddress], tokenFile: directory + "/token", socketPath: socketPath,
+                                          storeDirectory: directory, agentID: "imagent-bench-daemon")
+            // Some runs put the server in another network namespace (a test-only address).
+            config.allowPlaintext = true
+            config.durability = durability
+            config.reconnectCapMS = nil
+            config.logLevel = "warning"
+            config.extra = """
                 [limits]
                 max_sessions = \(maxSessions)
                 max_sessions_per_uid = \(maxSessions)
                 max_clients = \(maxClients)
                 max_clients_per_uid = \(maxClients)
                 \(limits)
-                [log]
-                level = "warning"
-                [network]
-                watch = false
                 \(settings)
-                """)
+                """
+            try config.write(to: directory + "/imagentd.toml")
             handle = try await DaemonHandle.start(configPath: directory + "/imagentd.toml", socketPath: socketPath,
                                                   logPath: directory + "/imagentd.log",
                                                   setting: notifySocket.map { ["NOTIFY_SOCKET": $0] } ?? [:],

@@ -72,29 +72,11 @@ final class LoadCluster: @unchecked Sendable {
 
     func startDaemon() async throws {
         if readFile(configPath) == nil {
-            try writeFile(configPath, """
-                [server]
-                endpoints = ["127.0.0.1:\(port)"]
-                tls = false
-                agent_id = "load-acceptance"
-                [auth]
-                token_file = "\(tokenPath)"
-                [ipc]
-                socket = "\(socketPath)"
-                mode = "0600"
-                [store]
-                directory = "\(directory)"
-                [heartbeat]
-                min_seconds = 1
-                max_seconds = 2
-                [reconnect]
-                base_ms = 100
-                cap_ms = 500
-                [network]
-                watch = false
-                [log]
-                level = "warning"
-                """)
+            var config = DaemonConfigFile(endpoints: ["127.0.0.1:\(port)"], tokenFile: tokenPath, socketPath: socketPath,
+                                          storeDirectory: directory, agentID: "load-acceptance")
+            config.reconnectCapMS = 500
+            config.logLevel = "warning"
+            try config.write(to: configPath)
         }
         let started = try await DaemonHandle.start(configPath: configPath, socketPath: socketPath,
                                                    logPath: directory + "/imagentd.log", within: .seconds(15))

@@ -39,28 +39,11 @@ final class RealDaemon: @unchecked Sendable {
                                                logger: Logger(label: "refserver", factory: { _ in SwiftLogNoOpLogHandler() }))
         let socketPath = directory + "/imagent.sock"
         let configPath = directory + "/imagentd.toml"
-        try """
-            [server]
-            endpoints = ["\(server.address)"]
-            tls = false
-            agent_id = "real-daemon-test"
-            [auth]
-            token_file = "\(tokenFile)"
-            [ipc]
-            socket = "\(socketPath)"
-            mode = "\(socketMode)"
-            [store]
-            directory = "\(directory)"
-            [heartbeat]
-            min_seconds = 1
-            max_seconds = 2
-            [reconnect]
-            base_ms = 100
-            cap_ms = 1000
-            [network]
-            watch = false
-            \(extraConfig)
-            """.write(toFile: configPath, atomically: true, encoding: .utf8)
+        var config = DaemonConfigFile(endpoints: [server.address], tokenFile: tokenFile, socketPath: socketPath,
+                                      storeDirectory: directory, agentID: "real-daemon-test")
+        config.socketMode = socketMode
+        config.extra = extraConfig
+        try config.write(to: configPath)
         return Setup(directory: directory, configPath: configPath, socketPath: socketPath, server: server)
     }
 

@@ -80,35 +80,14 @@ final class Cluster: @unchecked Sendable {
     }
 
     private func writeDaemonConfig(_ path: String, endpoint: String) throws {
-        let timing = packagedDefaults ? "" : """
-            [heartbeat]
-            min_seconds = 1
-            max_seconds = 2
-            [reconnect]
-            base_ms = 100
-            cap_ms = 500
-
-            """
-        try """
-            [server]
-            endpoints = ["\(endpoint)"]
-            tls = false
-            # The server is in another network namespace on a test-only address.
-            allow_plaintext = true
-            agent_id = "imagent-chaos"
-            [auth]
-            token_file = "\(directory)/token"
-            [ipc]
-            socket = "\(socketPath)"
-            mode = "0600"
-            [store]
-            directory = "\(directory)/store"
-            \(timing)[network]
-            watch = true
-            [log]
-            level = "info"
-
-            """.write(toFile: path, atomically: true, encoding: .utf8)
+        var config = DaemonConfigFile(endpoints: [endpoint], tokenFile: directory + "/token", socketPath: socketPath,
+                                      storeDirectory: directory + "/store", agentID: "imagent-chaos")
+        // The server is in another network namespace on a test-only address.
+        config.allowPlaintext = true
+        config.reconnectCapMS = packagedDefaults ? nil : 500
+        config.watchNetwork = true
+        config.logLevel = "info"
+        try config.write(to: path)
         try FileManager.default.createDirectory(atPath: directory + "/store", withIntermediateDirectories: true)
     }
 

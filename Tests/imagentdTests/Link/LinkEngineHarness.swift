@@ -189,11 +189,10 @@ final class SilentPort {
     }
 }
 
-/// Runs a command, returns its exit status (output to the test log).
+/// Runs a command (the kit's `runShell`), returns its exit status; its output goes to the test log unless `quiet`.
 @discardableResult
 func shell(_ command: String, quiet: Bool = false) -> Int32 {
-    let arguments = ["-c", quiet ? "( \(command)\n) >/dev/null 2>&1" : command]
-    guard let process = try? ChildProcess(executable: "/bin/sh", arguments: arguments) else { return -1 }
-    process.waitUntilExit()
-    return process.terminationReason == .exit ? process.terminationStatus : 128 + process.terminationStatus
+    let result = runShell(command)
+    if !quiet, !result.output.isEmpty { print(result.output, terminator: "") }
+    return result.status
 }

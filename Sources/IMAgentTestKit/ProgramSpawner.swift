@@ -75,20 +75,3 @@ extension ProgramHandle {
     /// Waits at most `limit` for it to exit on its own; its status, or nil if it still runs.
     public func exit(within limit: Duration) async -> Int32? { await process.exit(within: limit) }
 }
-
-/// Runs `body` with a program `start` started, and stops it however `body` ends, so a failing
-/// test leaks no process. When `body` throws, the end of the program's log is printed (the file
-/// itself is the caller's to keep).
-public func withProgram<Handle: ProgramHandle, Result>(_ start: () async throws -> Handle,
-                                                       _ body: (Handle) async throws -> Result) async throws -> Result {
-    let handle = try await start()
-    do {
-        let result = try await body(handle)
-        await handle.stop()
-        return result
-    } catch {
-        await handle.stop()
-        print("\(handle.logPath) (kept) ends with:\n\(tailOfFile(handle.logPath))")
-        throw error
-    }
-}

@@ -7,44 +7,34 @@ import IMAgentTestKit
 /// folder. Each can be killed and restarted; `stop()` ends every process
 /// still running and removes the folder.
 final class LoadCluster: @unchecked Sendable {
-    let directory: String
-    let socketPath: String
-    private let configPath: String
-    private let tokenPath: String
-    private(set) var port = 0
-    private(set) var server: RefServerHandle?
-    private(set) var daemon: DaemonHandle?
+    let processes: ServerAndDaemon
     private var loadgens: [LoadgenHandle] = []
     private let lock = NSLock()
 
+    var directory: String { processes.directory }
+    var socketPath: String { processes.socketPath }
+    private var configPath: String { directory + "/imagentd.toml" }
+
     init() throws {
-        directory = try FakeDaemon.makeTemporaryDirectory()
-        socketPath = directory + "/imagent.sock"
-        configPath = directory + "/imagentd.toml"
-        tokenPath = directory + "/token"
-        try writeFile(tokenPath, "load-token\n")
+        processes = try ServerAndDaemon(directory: try FakeDaemon.makeTemporaryDirectory(), token: "load-token")
     }
 
     // MARK: Reference server
 
     /// Starts the reference server: on a free port the first time, on the same port (and state file) after.
     func startServer() async throws {
-        let started = try await RefServerHandle.start(
-            port: port, arguments: ["--token-file", tokenPath, "--state", directory + "/refserver.sqlite3", "--log-level", "warning"],
-            adminSocket: directory + "/admin.sock", outPath: directory + "/refserver.out", logPath: directory + "/refserver.log")
-        lock.withLock { server = started }
-        port = started.port
+        try await processes.startServer()
     }
 
     /// One admin command on the server's admin socket; its reply line.
     func admin(_ command: String) throws -> String {
-        try unixSocketRequest(directory + "/admin.sock", command).trimmingCharacters(in: .whitespacesAndNewlines)
+        try unixSocketRequest(processes.adminSocket, command).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     /// SIGTERM (the server commits what it holds and exits) or SIGKILL (it commits before it
     /// acknowledges, so nothing acknowledged is lost), then the same port and state file again.
     func restartServer(killing: Bool = false) async throws {
-        if let server: RefServerHandle = lock.withLock({ self.server }) {
+        if let server = processes.server {
             server.signal(killing ? SIGKILL : SIGTERM)
             try await waitForExit(server, within: .seconds(15))
         }
@@ -53,7 +43,7 @@ final class LoadCluster: @unchecked Sendable {
 
     /// SIGTERM the server and wait for it: the link goes down until `startServer()` (same port, same state).
     func stopServer() async throws {
-        if let server: RefServerHandle = lock.withLock({ self.server }) {
+        if let server = processes.server {
             server.signal(SIGTERM)
             try await waitForExit(server, within: .seconds(15))
         }
@@ -61,7 +51,7 @@ final class LoadCluster: @unchecked Sendable {
 
     /// The daemon's `RssAnon` (/proc/PID/status) in bytes: its heap, not the pages of mapped files.
     func daemonAnonymousRSS() -> Int? {
-        guard let daemon: DaemonHandle = lock.withLock({ self.daemon }), daemon.isRunning,
+        guard let daemon = processes.daemon, daemon.isRunning,
               let status = readFile("/proc/\(daemon.pid)/status"),
               let line = status.split(separator: "\n").first(where: { $0.hasPrefix("RssAnon:") }),
               let kib = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).dropFirst().first.flatMap({ Int($0) }) else { return nil }
@@ -72,20 +62,18 @@ final class LoadCluster: @unchecked Sendable {
 
     func startDaemon() async throws {
         if readFile(configPath) == nil {
-            var config = DaemonConfigFile(endpoints: ["127.0.0.1:\(port)"], tokenFile: tokenPath, socketPath: socketPath,
+            var config = DaemonConfigFile(endpoints: [processes.serverAddress], tokenFile: processes.tokenPath, socketPath: socketPath,
                                           storeDirectory: directory, agentID: "load-acceptance")
             config.reconnectCapMS = 500
             config.logLevel = "warning"
             try config.write(to: configPath)
         }
-        let started = try await DaemonHandle.start(configPath: configPath, socketPath: socketPath,
-                                                   logPath: directory + "/imagentd.log", within: .seconds(15))
-        lock.withLock { daemon = started }
+        try await processes.startDaemon(configPath: configPath, within: .seconds(15))
     }
 
     /// `kill -9` the daemon, then start it again on the same store.
     func killAndRestartDaemon() async throws {
-        if let daemon: DaemonHandle = lock.withLock({ self.daemon }) {
+        if let daemon = processes.daemon {
             daemon.signal(SIGKILL)
             try await waitForExit(daemon, within: .seconds(10))
         }
@@ -134,10 +122,9 @@ final class LoadCluster: @unchecked Sendable {
 
     /// Ends every process this cluster started that still runs, and removes the folder unless `keepingFiles`.
     func stop(keepingFiles: Bool = false) async {
-        let (all, daemon, server): ([LoadgenHandle], DaemonHandle?, RefServerHandle?) = lock.withLock { (loadgens, self.daemon, self.server) }
+        let all = lock.withLock { loadgens }
         for loadgen in all where loadgen.isRunning { loadgen.signal(SIGKILL) }
-        await daemon?.stop()
-        await server?.stop()
+        await processes.stop()
         for loadgen in all { await loadgen.kill9() }
         if keepingFiles {
             print("load cluster's files kept in \(directory); imagentd.log ends with:\n\(tail("imagentd.log"))")
@@ -147,7 +134,7 @@ final class LoadCluster: @unchecked Sendable {
     }
 
     func tail(_ file: String, bytes: Int = 3000) -> String {
-        tailOfFile(directory + "/" + file, bytes: bytes)
+        processes.tail(file, bytes: bytes)
     }
 
     private func waitForExit(_ program: some ProgramHandle, within limit: Duration) async throws {

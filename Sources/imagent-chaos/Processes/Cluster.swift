@@ -12,16 +12,10 @@ import IMAgentTestKit
 /// (endpoint: the delay proxy). Endpoints change only at a start, so the delay
 /// phase begins and ends with a `kill -9` and a start on the other file.
 final class Cluster: @unchecked Sendable {
-    let directory: String
     let topology: Topology
-    let socketPath: String
-    /// Where the server runs and listens: namespace S and its veth address, or (for the
-    /// loopback first-connect figure) namespace A and 127.0.0.1.
-    private let serverNamespace: String
-    private let serverHost: String
-    private(set) var serverPort = 0
-    private(set) var server: RefServerHandle?
-    private(set) var daemon: DaemonHandle?
+    /// The server (namespace S and its veth address, or — for the loopback first-connect
+    /// figure — namespace A and 127.0.0.1) and the daemon (namespace A).
+    let processes: ServerAndDaemon
     private(set) var proxy: ChildProcess?
     /// When the current daemon process was started, in Unix ms.
     private(set) var daemonStartedMS: Int64 = 0
@@ -30,33 +24,29 @@ final class Cluster: @unchecked Sendable {
     /// 15–300 s, backoff 1–60 s) rather than the suite's fast ones.
     private let packagedDefaults: Bool
 
+    var directory: String { processes.directory }
+    var socketPath: String { processes.socketPath }
+
     init(directory: String, topology: Topology, serverOnLoopback: Bool = false, packagedDefaults: Bool = false) throws {
-        self.directory = directory
         self.topology = topology
         self.packagedDefaults = packagedDefaults
-        serverNamespace = serverOnLoopback ? topology.agentNamespace : topology.serverNamespace
-        serverHost = serverOnLoopback ? "127.0.0.1" : topology.serverAddress
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        socketPath = directory + "/imagent.sock"
-        try "chaos-token\n".write(toFile: directory + "/token", atomically: true, encoding: .utf8)
+        processes = try ServerAndDaemon(directory: directory, token: "chaos-token",
+                                        serverHost: serverOnLoopback ? "127.0.0.1" : topology.serverAddress,
+                                        serverNamespace: serverOnLoopback ? topology.agentNamespace : topology.serverNamespace,
+                                        spawner: Children.shared.spawner)
     }
 
     // MARK: Reference server
 
     /// Starts the server on a free port the first time, the same port and state after; returns when it listens.
     func startServer() async throws {
-        let started = try await RefServerHandle.start(
-            host: serverHost, port: serverPort,
-            arguments: ["--token-file", directory + "/token", "--state", directory + "/refserver.sqlite3", "--log-level", "warning"],
-            adminSocket: directory + "/admin.sock", outPath: directory + "/refserver.out", logPath: directory + "/refserver.log",
-            namespace: serverNamespace, spawner: Children.shared.spawner)
-        server = started
-        serverPort = started.port
+        try await processes.startServer()
     }
 
     /// `kill -9` the server (it commits before it acknowledges, so nothing acknowledged is lost).
     func killServer() async {
-        if let server { await Children.shared.kill9(server.process) }
+        if let server = processes.server { await Children.shared.kill9(server.process) }
     }
 
     // MARK: Daemon
@@ -69,18 +59,17 @@ final class Cluster: @unchecked Sendable {
     /// Starts `imagentd` on the configuration for `route`; returns once its socket accepts connections.
     func startDaemon(_ route: Route) async throws {
         let config = directory + "/\(route.rawValue).toml"
-        try writeDaemonConfig(config, endpoint: route == .direct ? "\(serverHost):\(serverPort)" : "127.0.0.1:\(proxyPort)")
+        try writeDaemonConfig(config, endpoint: route == .direct ? processes.serverAddress : "127.0.0.1:\(proxyPort)")
         daemonStartedMS = wallMS()
-        daemon = try await DaemonHandle.start(configPath: config, socketPath: socketPath, logPath: directory + "/imagentd.log",
-                                              namespace: topology.agentNamespace, spawner: Children.shared.spawner)
+        try await processes.startDaemon(configPath: config, namespace: topology.agentNamespace)
     }
 
     func killDaemon() async {
-        if let daemon { await Children.shared.kill9(daemon.process) }
+        if let daemon = processes.daemon { await Children.shared.kill9(daemon.process) }
     }
 
     private func writeDaemonConfig(_ path: String, endpoint: String) throws {
-        var config = DaemonConfigFile(endpoints: [endpoint], tokenFile: directory + "/token", socketPath: socketPath,
+        var config = DaemonConfigFile(endpoints: [endpoint], tokenFile: processes.tokenPath, socketPath: socketPath,
                                       storeDirectory: directory + "/store", agentID: "imagent-chaos")
         // The server is in another network namespace on a test-only address.
         config.allowPlaintext = true
@@ -101,7 +90,7 @@ final class Cluster: @unchecked Sendable {
         try? FileManager.default.removeItem(atPath: outPath)
         let process = try Children.shared.spawn("delay proxy", Binaries.ip, [
             "netns", "exec", topology.agentNamespace, Binaries.chaos, "proxy",
-            "--listen", "127.0.0.1:0", "--to", "\(serverHost):\(serverPort)",
+            "--listen", "127.0.0.1:0", "--to", processes.serverAddress,
             "--delay-ms", delays.description, "--seed", "\(seed)",
         ], log: directory + "/proxy.log", stdout: outPath)
         proxy = process

@@ -40,9 +40,7 @@ final class DaemonProcess {
         if let reused {
             directory = reused
         } else {
-            var template = Array("/tmp/imagent-bench-XXXXXX".utf8CString)
-            guard let made = mkdtemp(&template) else { throw BenchError("mkdtemp failed") }
-            directory = String(cString: made)
+            directory = try makeTemporaryDirectory(prefix: "imagent-bench")
         }
         socketPath = directory + "/imagent.sock"
         do {

@@ -34,9 +34,7 @@ final class MosquittoBridge {
         guard access(Self.binary, X_OK) == 0 else {
             throw BenchError("\(Self.binary) is missing: apt-get install mosquitto (scripts/bench does)")
         }
-        var template = Array("/tmp/imagent-bench-mosquitto-XXXXXX".utf8CString)
-        guard let made = mkdtemp(&template) else { throw BenchError("mkdtemp failed") }
-        directory = String(cString: made)
+        directory = try makeTemporaryDirectory(prefix: "imagent-bench-mosquitto")
         temporaryDirectories.append(directory)
         upstreamPort = try freeLoopbackPort()
         localPort = try freeLoopbackPort()

@@ -15,8 +15,7 @@ struct ScratchDirectory {
     let path: String
 
     init(_ name: String = "linktest") throws {
-        path = NSTemporaryDirectory() + "imagent-\(name)-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        path = try makeTemporaryDirectory(prefix: "imagent-\(name)")
     }
 
     func write(_ name: String, _ text: String) throws -> String {
@@ -25,7 +24,7 @@ struct ScratchDirectory {
         return file
     }
 
-    func cleanup() { try? FileManager.default.removeItem(atPath: path) }
+    func cleanup() { removeTree(path) }
 }
 
 /// Seconds on the monotonic clock, for measurements printed by the tests.

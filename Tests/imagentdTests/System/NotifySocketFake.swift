@@ -9,7 +9,7 @@ final class NotifySocketFake {
     private let listener: NotifyListener
 
     init() throws {
-        directory = makeTemporaryDirectory()
+        directory = try makeTemporaryDirectory(prefix: "imagent-test")
         listener = try NotifyListener(path: directory + "/notify")
     }
 

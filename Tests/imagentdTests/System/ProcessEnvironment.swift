@@ -24,11 +24,3 @@ func withEnvironment<T>(_ variables: [String: String?], _ body: () throws -> T) 
     }
     return try body()
 }
-
-/// A fresh private directory under /tmp, removed by `removeTemporaryDirectory`.
-func makeTemporaryDirectory() -> String {
-    var template = Array("/tmp/imagent-test-XXXXXX".utf8CString)
-    let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
-    precondition(made != nil, "mkdtemp failed: \(errno)")
-    return template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-}

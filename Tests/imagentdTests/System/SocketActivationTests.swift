@@ -7,7 +7,7 @@ import Testing
 @Suite struct SocketActivationTests {
     /// A socket of `type` in a fresh directory, and a cleanup.
     private func socketInTemporaryDirectory(type: Int32, listen: Bool) throws -> (fd: Int32, cleanup: () -> Void) {
-        let directory = makeTemporaryDirectory()
+        let directory = try makeTemporaryDirectory(prefix: "imagent-test")
         let path = directory + "/imagent.sock"
         let fd = try makeUnixSocket(type: type, path: path, listen: listen)
         return (fd, { close(fd); unlink(path); rmdir(directory) })

@@ -15,7 +15,7 @@ final class RealDaemon: @unchecked Sendable {
     var process: ChildProcess { handle.process }
     var logPath: String { handle.logPath }
 
-    static let binary: URL = ImagentProcess.binary.deletingLastPathComponent().appendingPathComponent("imagentd")
+    static let binary = URL(fileURLWithPath: BuiltPrograms.daemon)
 
     /// What a daemon is started with: a folder, a reference server, a configuration file.
     struct Setup {

@@ -165,6 +165,7 @@ let package = Package(
         .executableTarget(
             name: "imagent-loadgen",
             dependencies: [
+                "IMAgentTestKit",
                 "AgentIPC",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

@@ -33,20 +33,19 @@ final class Children: @unchecked Sendable {
 
     /// SIGKILL, then waits (bounded) for the process to be gone.
     func kill9(_ process: ChildProcess) async {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.signal(SIGKILL)
         await waitForExit(process, seconds: 10)
     }
 
     /// SIGTERM, then SIGKILL if it is still there after `seconds`.
     func terminate(_ process: ChildProcess, seconds: Double = 5) async {
-        if process.isRunning { kill(process.processIdentifier, SIGTERM) }
-        await waitForExit(process, seconds: seconds)
-        if process.isRunning { await kill9(process) }
+        await process.stop(grace: .milliseconds(Int64(seconds * 1000)))
+        await waitForExit(process, seconds: 0)
     }
 
+    /// Waits at most `seconds` for the process to exit; once it has, it is no longer one to kill at the end.
     func waitForExit(_ process: ChildProcess, seconds: Double) async {
-        let deadline = Date().addingTimeInterval(seconds)
-        while process.isRunning, Date() < deadline { try? await Task.sleep(for: .milliseconds(10)) }
+        _ = await process.exit(within: .milliseconds(Int64(seconds * 1000)))
         if !process.isRunning { _ = lock.withLock { running.removeValue(forKey: process.processIdentifier) } }
     }
 

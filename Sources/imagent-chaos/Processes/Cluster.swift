@@ -104,6 +104,4 @@ final class Cluster: @unchecked Sendable {
 }
 
 /// The last `bytes` of a log file.
-func tail(_ path: String, bytes: Int = 2500) -> String {
-    String(((try? String(contentsOfFile: path, encoding: .utf8)) ?? "(no \(path))").suffix(bytes))
-}
+func tail(_ path: String, bytes: Int = 2500) -> String { tailOfFile(path, bytes: bytes) }

@@ -135,6 +135,25 @@ func withEngine<Result>(_ configuration: LinkConfiguration,
     }
 }
 
+/// A reference server (token `secret-1`) and an engine configured for it and started: the
+/// set-up most engine tests share. The engine, then the server, stop however `body` ends.
+func withServedEngine(heartbeatMS: UInt32 = 30_000,
+                      _ body: (RefServer, LinkEngine, TransitionRecorder) async throws -> Void) async throws {
+    let scratch = try ScratchDirectory()
+    defer { scratch.cleanup() }
+    let tokens = try scratch.write("tokens", "secret-1\n")
+    let server = try await startServer(tokenFile: tokens, heartbeatMS: heartbeatMS)
+    do {
+        try await withEngine(testLinkConfiguration(endpoints: [server.address], tokenFile: tokens)) { engine, recorder in
+            try await body(server, engine, recorder)
+        }
+    } catch {
+        try? await server.stop()
+        throw error
+    }
+    try await server.stop()
+}
+
 /// A reference server in this process.
 func startServer(
     tokenFile: String,

@@ -14,13 +14,7 @@ import Testing
 @Suite("LinkEngine against the reference server", .serialized, .timeLimit(.minutes(2)))
 struct LinkEngineTests {
     @Test func connectsAndLogsIn() async throws {
-        let scratch = try ScratchDirectory()
-        defer { scratch.cleanup() }
-        let tokens = try scratch.write("tokens", "secret-1\n")
-        let server = try await startServer(tokenFile: tokens, heartbeatMS: 20_000)
-        let configuration = testLinkConfiguration(endpoints: [server.address], tokenFile: tokens)
-        try await withEngine(configuration) { engine, recorder in
-
+        try await withServedEngine(heartbeatMS: 20_000) { server, engine, recorder in
             let connected = try await recorder.waitFor(timeout: 10, "LOGIN_OK") { $0.isConnected }
             #expect(connected.transition.connectedEndpoint?.description == server.address)
             let status = await engine.status()
@@ -33,7 +27,6 @@ struct LinkEngineTests {
 
             await engine.shutdown()
             #expect(await engine.status().detail.contains("shut down"))
-            try await server.stop()
         }
     }
 
@@ -188,12 +181,7 @@ struct LinkEngineTests {
     }
 
     @Test func declaresLinkDead_whenPongsStop() async throws {
-        let scratch = try ScratchDirectory()
-        defer { scratch.cleanup() }
-        let tokens = try scratch.write("tokens", "secret-1\n")
-        let server = try await startServer(tokenFile: tokens)
-        let configuration = testLinkConfiguration(endpoints: [server.address], tokenFile: tokens)
-        try await withEngine(configuration) { engine, recorder in
+        try await withServedEngine { server, engine, recorder in
             try await recorder.waitFor(timeout: 10, "LOGIN_OK") { $0.isConnected }
             let status = await engine.status()
 
@@ -210,17 +198,11 @@ struct LinkEngineTests {
 
             _ = await server.execute(line: "stall off")
             await engine.shutdown()
-            try await server.stop()
         }
     }
 
     @Test func refusesToGoQuiet_whenUserDisconnectsAndConnects() async throws {
-        let scratch = try ScratchDirectory()
-        defer { scratch.cleanup() }
-        let tokens = try scratch.write("tokens", "secret-1\n")
-        let server = try await startServer(tokenFile: tokens)
-        let configuration = testLinkConfiguration(endpoints: [server.address], tokenFile: tokens)
-        try await withEngine(configuration) { engine, recorder in
+        try await withServedEngine { server, engine, recorder in
             try await recorder.waitFor(timeout: 10, "LOGIN_OK") { $0.isConnected }
             engine.userDisconnect()
             try await recorder.waitFor(timeout: 5, "stopped by user") {
@@ -232,7 +214,6 @@ struct LinkEngineTests {
             try await recorder.waitFor(after: mark, timeout: 10, "LOGIN_OK after user connect") { $0.isConnected }
             #expect(await engine.send(onLoopOf: .ping(Ping(id: 99, timestampUS: 1))) == true)
             await engine.shutdown()
-            try await server.stop()
         }
     }
 }

@@ -6,8 +6,8 @@ import Testing
 /// getenv on different threads race in glibc, and the variables are
 /// process-wide, so these run one at a time — and in a `swift test` run of
 /// their own (`scripts/test` skips them in the main run): a setenv while
-/// another test's Foundation `Process.run()` copies the environment crashed
-/// the whole test process once.
+/// another test starts a child (`ChildProcess` copies `environ`, as Foundation's
+/// `Process.run()` did when it crashed the whole test process once) races it.
 @Suite(.serialized) struct ProcessEnvironment {}
 
 /// Sets `variables` (nil: unsets) for the duration of `body`, then restores them.

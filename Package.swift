@@ -39,10 +39,21 @@ let package = Package(
         // glibc's malloc_trim, which the Glibc module does not export (MemoryTrimmer).
         .systemLibrary(name: "CMalloc"),
 
-        // What tests and test tools share: child processes without Foundation's Process, a seeded
-        // random generator, temporary directories. Never linked into imagentd or imagent.
+        // What tests and test tools share: child processes without Foundation's Process, the handles
+        // of imagentd, imagent-refserver and imagent-loadgen, a seeded random generator, temporary
+        // directories, ports, Unix socket addresses, the delay proxy, sd_notify and network-namespace
+        // fixtures. Never linked into imagentd or imagent.
         .target(name: "CChildProcess"),
-        .target(name: "IMAgentTestKit", dependencies: ["CChildProcess"]),
+        .target(
+            name: "IMAgentTestKit",
+            dependencies: [
+                "CChildProcess",
+                // The delay proxy.
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]
+        ),
 
         // The configuration file format (a strict TOML subset with line numbers).
         .target(name: "ConfigFile"),
@@ -155,7 +166,7 @@ let package = Package(
             name: "imagent-bench",
             dependencies: [
                 "IMAgentTestKit",
-                "IMLink", "AgentIPC", "RefServer",
+                "IMLink", "AgentIPC", "AgentStore", "RefServer",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -165,6 +176,7 @@ let package = Package(
         .executableTarget(
             name: "imagent-loadgen",
             dependencies: [
+                "IMAgentTestKit",
                 "AgentIPC",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

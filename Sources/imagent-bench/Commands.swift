@@ -90,6 +90,12 @@ let benchCommands: [BenchCommand] = [
         held down (DISCONNECT, when run as an admin such as root) while the server takes over the
         refused port, then asked up (CONNECT).
         """),
+    BenchCommand(name: "store", synopsis: "[--durability process,power] [--sizes 64,1024] [--load-messages 100000]", summary: """
+        The store (AgentStore, SQLite WAL, group commit) in this process, no daemon: appends to one
+        session one at a time (each waits for its commit), 64 in flight and all at once, per durability
+        and payload size: messages/s, commits/s, messages per commit; then --load-messages queued 1 KiB
+        messages in ten sessions, and the time to open the store and load them (0 skips it).
+        """),
     BenchCommand(name: "soak", synopsis: """
         [--minutes 60] [--rate 100] [--clients 4] [--session-messages 500]
                                   [--drop-every 300] [--max-growth-mib 8] [--csv soak.csv]

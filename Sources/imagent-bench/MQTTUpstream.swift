@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import IMAgentTestKit
 
 /// The "imagentd over MQTT" row of `compare`: a second imagentd with
 /// `[server] protocol = "mqtt"` whose upstream is the bridge's upstream
@@ -10,7 +11,7 @@ import Glibc
 /// found beside this source file).
 final class MQTTUpstream {
     let daemon: DaemonProcess
-    private var backends: [pid_t] = []
+    private var backends: [ChildProcess] = []
 
     static let echoScript: String = {
         var parts = "\(#filePath)".split(separator: "/", omittingEmptySubsequences: false).map(String.init)
@@ -26,9 +27,11 @@ final class MQTTUpstream {
         temporaryDirectories.append(daemon.directory)
         do {
             for (service, extra) in [("echo", [String]()), ("sink", ["--sink"])] {
-                backends.append(try spawn("/usr/bin/env", ["python3", Self.echoScript, "--port", "\(brokerPort)", "--service", service,
-                                                           "--group", "bench-\(service)", "--client-id", "bench-\(service)-\(getpid())"] + extra,
-                                          output: daemon.directory + "/\(service).log"))
+                let log = daemon.directory + "/\(service).log"
+                backends.append(try ChildProcess(executable: "/usr/bin/env",
+                                                 arguments: ["python3", Self.echoScript, "--port", "\(brokerPort)", "--service", service,
+                                                             "--group", "bench-\(service)", "--client-id", "bench-\(service)-\(getpid())"] + extra,
+                                                 stdout: .file(log), stderr: .file(log)))
             }
             // Both subscribed before the first message: an up message nobody takes is sent again later.
             for service in ["echo", "sink"] {
@@ -50,11 +53,7 @@ final class MQTTUpstream {
     var pids: [pid_t] { [daemon.pid] }
 
     func stop() async {
-        for pid in backends {
-            kill(pid, SIGTERM)
-            var status: Int32 = 0
-            waitpid(pid, &status, 0)
-        }
+        for backend in backends { await backend.stop() }
         backends.removeAll()
         await daemon.stop()
     }

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import IMAgentTestKit
 
 /// Two mosquitto brokers on loopback, each a child process with its own
 /// configuration and persistence directory: `upstream` stands where the
@@ -25,16 +26,15 @@ final class MosquittoBridge {
     let directory: String
     let upstreamPort: Int
     let localPort: Int
-    /// The local and the upstream broker.
-    private(set) var pids: [pid_t] = []
+    /// The upstream and the local broker.
+    private var brokers: [ChildProcess] = []
+    var pids: [pid_t] { brokers.map(\.processIdentifier) }
 
     init(tuning: Tuning) async throws {
         guard access(Self.binary, X_OK) == 0 else {
             throw BenchError("\(Self.binary) is missing: apt-get install mosquitto (scripts/bench does)")
         }
-        var template = Array("/tmp/imagent-bench-mosquitto-XXXXXX".utf8CString)
-        guard let made = mkdtemp(&template) else { throw BenchError("mkdtemp failed") }
-        directory = String(cString: made)
+        directory = try makeTemporaryDirectory(prefix: "imagent-bench-mosquitto")
         temporaryDirectories.append(directory)
         upstreamPort = try freeLoopbackPort()
         localPort = try freeLoopbackPort()
@@ -66,9 +66,9 @@ final class MosquittoBridge {
                 topic resp/# in 1
 
                 """)
-            pids.append(try spawn(Self.binary, ["-c", directory + "/upstream.conf"], output: directory + "/upstream.log"))
+            brokers.append(try broker("upstream"))
             try await waitForListener(upstreamPort)
-            pids.append(try spawn(Self.binary, ["-c", directory + "/local.conf"], output: directory + "/local.log"))
+            brokers.append(try broker("local"))
             try await waitForListener(localPort)
             for pid in pids { mosquittoPIDs.append(pid) }
         } catch {
@@ -87,53 +87,26 @@ final class MosquittoBridge {
     }
 
     func stop() async {
-        for pid in pids {
-            kill(pid, SIGTERM)
-            var status: CInt = 0
-            waitpid(pid, &status, 0)
-        }
+        for broker in brokers { await broker.stop() }
         mosquittoPIDs.removeAll { pids.contains($0) }
-        pids = []
+        brokers = []
         removeDirectory(directory)
+    }
+
+    /// `mosquitto -c NAME.conf`, its output to NAME.log.
+    private func broker(_ name: String) throws -> ChildProcess {
+        try ChildProcess(executable: Self.binary, arguments: ["-c", directory + "/\(name).conf"],
+                         stdout: .file(directory + "/\(name).log"), stderr: .file(directory + "/\(name).log"))
     }
 }
 
 /// Brokers to kill if the watchdog has to end the run.
 nonisolated(unsafe) var mosquittoPIDs: [pid_t] = []
 
-/// A port that was free a moment ago (bound to 0, then released).
-private func freeLoopbackPort() throws -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw BenchError("socket() failed") }
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
-        }
-    }
-    guard bound else { throw BenchError("cannot find a free port") }
-    return Int(UInt16(bigEndian: address.sin_port))
-}
-
 /// Waits until something accepts TCP connections on 127.0.0.1:`port` (5 s at most).
 private func waitForListener(_ port: Int) async throws {
     for _ in 0..<200 {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(port).bigEndian
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-            }
-        }
-        close(fd)
-        if connected { return }
+        if loopbackAccepts(port) { return }
         try await Task.sleep(for: .milliseconds(25))
     }
     throw BenchError("mosquitto did not listen on port \(port) within 5 s")

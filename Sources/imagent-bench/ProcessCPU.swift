@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import IMAgentTestKit
 
 /// CPU time a process has used so far, in milliseconds: the sum over its
 /// live threads of the first field of `/proc/PID/task/TID/schedstat` (time on

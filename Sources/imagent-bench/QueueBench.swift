@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import AgentIPC
+import IMAgentTestKit
 import NIOCore
 import RefServer
 

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import IMAgentTestKit
 import RefServer
 
 struct ReadyOptions: Sendable {
@@ -57,9 +58,7 @@ func runReadyBench(_ options: ReadyOptions) async -> Int32 {
 /// the spawn, and the CPU time the daemon had used when the link was up.
 func startOnce(serverAddress: String, directory: String?, durability: String = "process") async throws
     -> (ready: Double, connected: Double, cpu: Double) {
-    var template = Array("/tmp/imagent-bench-notify-XXXXXX".utf8CString)
-    guard let made = mkdtemp(&template) else { throw BenchError("mkdtemp failed") }
-    let notifyDirectory = String(cString: made)
+    let notifyDirectory = try makeTemporaryDirectory(prefix: "imagent-bench-notify")
     defer { removeDirectory(notifyDirectory) }
     let listener = try NotifyListener(path: notifyDirectory + "/notify")
     let daemon = try await DaemonProcess(serverAddress: serverAddress, token: benchToken, durability: durability,

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import AgentIPC
+import IMAgentTestKit
 import NIOCore
 import RefServer
 
@@ -71,9 +72,7 @@ private func recoverOnce(_ options: RecoveryOptions, stop: String) async throws 
     reservation.release()
     let (server, serverDirectory) = try await startReferenceServer(port: reservation.port)
     defer { removeDirectory(serverDirectory) }
-    var template = Array("/tmp/imagent-bench-notify-XXXXXX".utf8CString)
-    guard let made = mkdtemp(&template) else { throw BenchError("mkdtemp failed") }
-    let notifyDirectory = String(cString: made)
+    let notifyDirectory = try makeTemporaryDirectory(prefix: "imagent-bench-notify")
     defer { removeDirectory(notifyDirectory) }
     let listener = try NotifyListener(path: notifyDirectory + "/notify")
     let second = try await DaemonProcess(serverAddress: address, token: benchToken, durability: options.durability,

@@ -1,3 +1,5 @@
+import IMAgentTestKit
+
 /// Context switches of every thread of a process, from
 /// `/proc/PID/task/TID/status` (`voluntary_ctxt_switches`: the thread slept
 /// and was woken; `nonvoluntary_ctxt_switches`: it was preempted) and its

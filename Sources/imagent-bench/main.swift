@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 @preconcurrency import Glibc
 #endif
+import AgentStore
 
 // Numbers to paste into BENCHMARKS.md; the subcommands and their options are in Commands.swift.
 
@@ -147,6 +148,17 @@ case "soak":
         exit(2)
     }
     exit(await runSoakBench(options))
+case "store":
+    var options = StoreBenchOptions()
+    if let value = option("--durability") { options.durabilities = value.split(separator: ",").compactMap { Durability(rawValue: String($0)) } }
+    if let value = option("--sizes") { options.sizes = integers(value) ?? [] }
+    if let value = option("--load-messages") { options.loadMessages = Int(value) ?? -1 }
+    guard !options.durabilities.isEmpty, option("--durability").map({ $0.split(separator: ",").count == options.durabilities.count }) ?? true,
+          !options.sizes.isEmpty, options.sizes.allSatisfy({ $0 > 0 }), options.loadMessages >= 0 else {
+        print(usage)
+        exit(2)
+    }
+    exit(await runStoreBench(options))
 case "queue":
     var options = QueueOptions()
     if let value = option("--bytes") { options.bytes = byteCount(value) ?? 0 }

@@ -1,4 +1,5 @@
 import AgentIPC
+import IMAgentTestKit
 import NIOConcurrencyHelpers
 import NIOCore
 
@@ -346,16 +347,11 @@ final class LoadRunner: Sendable {
     /// Stops this process; a `sh` child sends SIGCONT after `seconds`.
     private func freeze(seconds: Double) {
         let script = "sleep \(seconds); kill -CONT \(getpid())"
-        var child: pid_t = 0
-        let words: [String] = ["/bin/sh", "-c", script]
-        let arguments: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
-        defer { arguments.forEach { free($0) } }
-        guard posix_spawn(&child, "/bin/sh", nil, nil, arguments, environ) == 0 else {
+        guard let child = try? ChildProcess(executable: "/bin/sh", arguments: ["-c", script]) else {
             return note("cannot start the helper that would resume this process; not stalling")
         }
         raise(SIGSTOP)
-        var status: Int32 = 0
-        waitpid(child, &status, 0)
+        child.waitUntilExit()
     }
 
     // MARK: The end
@@ -378,7 +374,7 @@ final class LoadRunner: Sendable {
     /// counters: sent up to SENT_SEQ, processed up to DELIVERED_SEQ (this program acknowledges
     /// only what it processed, and a message's number is its seq).
     private func loadStateFile() {
-        guard let path = options.stateFile, let text = readText(path) else { return }
+        guard let path = options.stateFile, let text = readFile(path) else { return }
         state.withLockedValue { state in
             for line in text.split(separator: "\n") {
                 let words = line.split(separator: " ")
@@ -411,21 +407,6 @@ final class LoadRunner: Sendable {
         let lines = state.withLockedValue { state in
             zip(state.counters.latencySentAtNS, state.counters.latenciesNS).map { "\(base + $0 / 1000) \($1 / 1000)\n" }
         }
-        guard let file = fopen(path, "w") else { return note("cannot write \(path)") }
-        for line in lines { fputs(line, file) }
-        fclose(file)
-    }
-
-    private func readText(_ path: String) -> String? {
-        guard let file = fopen(path, "r") else { return nil }
-        defer { fclose(file) }
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = fread(&buffer, 1, buffer.count, file)
-            guard count > 0 else { break }
-            bytes += buffer[..<count]
-        }
-        return String(decoding: bytes, as: UTF8.self)
+        do { try writeFile(path, lines.joined()) } catch { note("\(error)") }
     }
 }

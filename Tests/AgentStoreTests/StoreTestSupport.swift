@@ -1,5 +1,6 @@
 import AgentStore
 import Foundation
+import IMAgentTestKit
 import NIOCore
 import NIOPosix
 import SQLiteDatabase
@@ -10,14 +11,13 @@ struct TemporaryDirectory {
     let path: String
 
     init() throws {
-        path = "/tmp/agentstore-" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        path = try makeTemporaryDirectory(prefix: "agentstore")
     }
 
     var databasePath: String { path + "/store.sqlite" }
 
     func remove() {
-        try? FileManager.default.removeItem(atPath: path)
+        removeTree(path)
     }
 }
 

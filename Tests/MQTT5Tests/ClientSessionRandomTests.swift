@@ -1,3 +1,4 @@
+import IMAgentTestKit
 import MQTT5
 import NIOCore
 import Testing
@@ -6,20 +7,9 @@ import Testing
 /// standard's bounds hold at every step, and every message offered is reported
 /// exactly once (taken or refused), across reconnects with and without Session Present.
 @Suite struct ClientSessionRandomTests {
-    struct SplitMix64 {
-        var state: UInt64
-        mutating func next(_ bound: Int) -> Int {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return Int((z ^ (z >> 31)) % UInt64(bound))
-        }
-    }
-
     @Test(arguments: 1...20)
     func everyMessageIsReportedOnce_andTheBrokersLimitsHold(seed: Int) throws {
-        var random = SplitMix64(state: UInt64(seed))
+        var random = SplitMix64(seed: UInt64(seed))
         var session = ClientSession(configuration: .init(
             clientIdentifier: "r", subscriptions: [.init(topicFilter: "d/+", maximumQoS: .atLeastOnce)]))
         var receiveMaximum = 1 + random.next(5)
@@ -108,6 +98,7 @@ import Testing
     }
 }
 
-extension ClientSessionRandomTests.SplitMix64: RandomNumberGenerator {
-    mutating func next() -> UInt64 { UInt64(next(Int.max)) }
+extension SplitMix64 {
+    /// A number in 0..<bound.
+    fileprivate mutating func next(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
 }

@@ -9,11 +9,7 @@ import Testing
 struct SubcommandHelpTests {
     /// The binary sits next to the test bundle in the build products directory.
     static func binaryPath() throws -> String {
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        try #require(length > 0)
-        let exe = String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        let path = String(exe[..<(exe.lastIndex(of: "/") ?? exe.startIndex)]) + "/imagent-bench"
+        let path = BuiltPrograms.path("imagent-bench")
         try #require(access(path, X_OK) == 0, "the imagent-bench binary at \(path) (build it with `swift build`)")
         return path
     }
@@ -32,7 +28,7 @@ struct SubcommandHelpTests {
         let binary = try Self.binaryPath()
         let names = try await Self.subcommands(binary)
         // The ones there are today; new ones are covered as the top-level help lists them.
-        for expected in ["codec", "daemon", "compare", "idle", "connections", "ready", "recovery", "queue", "soak"] {
+        for expected in ["codec", "daemon", "compare", "idle", "connections", "ready", "recovery", "queue", "soak", "store"] {
             #expect(names.contains(expected), "the top-level help lists \(expected)")
         }
         for name in names {
@@ -59,5 +55,21 @@ struct SubcommandHelpTests {
         let missing = try await ChildProcess.run(binary, ["daemon", "--messages"], limit: .seconds(10))
         #expect(missing.status == 2)
         #expect(missing.stdout.contains("--messages needs a value"))
+    }
+
+    /// `imagent-bench store` (the store's figures, once MeasurementTests in the default suite) runs, checks and prints.
+    @Test("store appends and loads through the store's API and prints its figures", .timeLimit(.minutes(3)))
+    func storeBenchRuns() async throws {
+        let binary = try Self.binaryPath()
+        let output = try await ChildProcess.run(binary, ["store", "--durability", "process", "--sizes", "64", "--load-messages", "2000"],
+                                                limit: .seconds(150))
+        #expect(output.status == 0 && !output.signaled, "\(output.stdout)\n\(output.stderr)")
+        let lines = output.stdout.split(separator: "\n")
+        for label in ["one at a time", "64 in flight", "all at once"] {
+            #expect(lines.contains { $0.hasPrefix("append process 64 B, \(label): ") && $0.contains("messages/s") }, "\(output.stdout)")
+        }
+        #expect(lines.contains { $0.hasPrefix("load: 2,000 queued 1 KiB messages in 10 sessions loaded in ") }, "\(output.stdout)")
+        let refused = try await ChildProcess.run(binary, ["store", "--durability", "disk"], limit: .seconds(10))
+        #expect(refused.status == 2)
     }
 }

@@ -1,5 +1,6 @@
 import AgentIPC
 import Foundation
+import IMAgentTestKit
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
@@ -101,9 +102,7 @@ final class FakeDaemon: Sendable {
     }
 
     static func makeTemporaryDirectory() throws -> String {
-        var template = Array((FileManager.default.temporaryDirectory.path + "/imagent-test-XXXXXX").utf8CString)
-        guard let made = mkdtemp(&template) else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
-        return String(cString: made)
+        try IMAgentTestKit.makeTemporaryDirectory(prefix: "imagent-test")
     }
 
     // MARK: The scripted documents

@@ -13,17 +13,7 @@ enum ImagentProcess {
     }
 
     /// The binary sits in the build products directory, next to the test bundle.
-    static let binary: URL = {
-        let testExecutable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        var directory = testExecutable.deletingLastPathComponent()
-        // On Linux the test executable is `<products>/imagentPackageTests.xctest`;
-        // on Darwin it is inside the bundle, three levels down.
-        while !FileManager.default.isExecutableFile(atPath: directory.appendingPathComponent("imagent").path),
-              directory.pathComponents.count > 1 {
-            directory.deleteLastPathComponent()
-        }
-        return directory.appendingPathComponent("imagent")
-    }()
+    static let binary = URL(fileURLWithPath: BuiltPrograms.cli)
 
     /// Runs `imagent ARGUMENTS…` with `stdin` as its standard input (nothing,
     /// /dev/null, when nil) and the environment given (IMAGENT_SOCKET removed

@@ -214,7 +214,7 @@ func withMQTTDaemon(brokerExtra: String = "", tls: (listener: (String, UInt16) t
         client_id = "mqtt-test-host"
         session_expiry_seconds = 600
         """)
-    let tlsPort = try freeLoopbackPort()
+    let tlsPort = UInt16(try freeLoopbackPort())
     let broker = try TCPMosquitto.start(directory: setup.directory,
                                         extra: brokerExtra + "\n" + (try tls.map { try $0.listener(setup.directory, tlsPort) } ?? ""))
     let backend: EchoBackend
@@ -272,7 +272,7 @@ final class TCPMosquitto: @unchecked Sendable {
         guard access(executable, X_OK) == 0 else {
             throw RealDaemonError("\(executable) is missing: run scripts/bootstrap (it installs Debian's mosquitto)")
         }
-        let port = try freeLoopbackPort()
+        let port = UInt16(try freeLoopbackPort())
         try """
             listener \(port) 127.0.0.1
             allow_anonymous true
@@ -364,23 +364,6 @@ final class EchoBackend: @unchecked Sendable {
             process.waitUntilExit()
         }
     }
-}
-
-/// A TCP port on 127.0.0.1 that nobody listens on right now (bound to 0, then released).
-func freeLoopbackPort() throws -> UInt16 {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw RealDaemonError("socket: errno \(errno)") }
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-    }
-    guard bound else { throw RealDaemonError("bind: errno \(errno)") }
-    return UInt16(bigEndian: address.sin_port)
 }
 
 func canConnect(port: UInt16) -> Bool {

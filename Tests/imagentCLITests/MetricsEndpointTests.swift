@@ -153,8 +153,6 @@ struct MetricsEndpointTests {
 
     // MARK: helpers
 
-    private func freeLoopbackPort() throws -> Int { try PrometheusScrape.freeLoopbackPort() }
-
     /// The sample `name{labels}`'s value in a parsed scrape.
     private func value(_ families: [String: [String: Any]], _ name: String, labels: [String: String] = [:]) -> Double? {
         PrometheusScrape.value(in: families, name, labels: labels)

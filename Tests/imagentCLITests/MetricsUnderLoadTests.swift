@@ -1,4 +1,5 @@
 import Foundation
+import IMAgentTestKit
 import Testing
 
 /// Issue 13's "a scrape during a load run": the real daemon on its SQLite
@@ -22,7 +23,7 @@ struct MetricsUnderLoadTests {
     static let total = processes * sessionsPerProcess * messagesPerSession
 
     @Test func aScrapeDuringALoadRun_parses_andItsCountersMatchTheRunsMessages() async throws {
-        let port = try PrometheusScrape.freeLoopbackPort()
+        let port = try freeLoopbackPort()
         let url = "http://127.0.0.1:\(port)/metrics"
         try await withLoadCluster(extraConfig: "[metrics]\nprometheus_listen = \"127.0.0.1:\(port)\"") { cluster in
             let before = try await waitForScrape(url, "the link is up") { $0.value("imagentd_link_up") == 1 }

@@ -51,21 +51,4 @@ struct PrometheusScrape {
             .filter { $0["name"] as? String == name }
             .reduce(0) { $0 + ((($1["value"] as? NSNumber)?.doubleValue) ?? 0) }
     }
-
-    /// A loopback port nobody listens on right now.
-    static func freeLoopbackPort() throws -> Int {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0
-            }
-        }
-        try #require(bound, "cannot bind a loopback port: errno \(errno)")
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
 }

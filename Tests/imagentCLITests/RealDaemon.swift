@@ -11,10 +11,11 @@ final class RealDaemon: @unchecked Sendable {
     let configPath: String
     let socketPath: String
     let server: RefServer
-    let process: ChildProcess
-    let logPath: String
+    let handle: DaemonHandle
+    var process: ChildProcess { handle.process }
+    var logPath: String { handle.logPath }
 
-    static let binary: URL = ImagentProcess.binary.deletingLastPathComponent().appendingPathComponent("imagentd")
+    static let binary = URL(fileURLWithPath: BuiltPrograms.daemon)
 
     /// What a daemon is started with: a folder, a reference server, a configuration file.
     struct Setup {
@@ -38,28 +39,11 @@ final class RealDaemon: @unchecked Sendable {
                                                logger: Logger(label: "refserver", factory: { _ in SwiftLogNoOpLogHandler() }))
         let socketPath = directory + "/imagent.sock"
         let configPath = directory + "/imagentd.toml"
-        try """
-            [server]
-            endpoints = ["\(server.address)"]
-            tls = false
-            agent_id = "real-daemon-test"
-            [auth]
-            token_file = "\(tokenFile)"
-            [ipc]
-            socket = "\(socketPath)"
-            mode = "\(socketMode)"
-            [store]
-            directory = "\(directory)"
-            [heartbeat]
-            min_seconds = 1
-            max_seconds = 2
-            [reconnect]
-            base_ms = 100
-            cap_ms = 1000
-            [network]
-            watch = false
-            \(extraConfig)
-            """.write(toFile: configPath, atomically: true, encoding: .utf8)
+        var config = DaemonConfigFile(endpoints: [server.address], tokenFile: tokenFile, socketPath: socketPath,
+                                      storeDirectory: directory, agentID: "real-daemon-test")
+        config.socketMode = socketMode
+        config.extra = extraConfig
+        try config.write(to: configPath)
         return Setup(directory: directory, configPath: configPath, socketPath: socketPath, server: server)
     }
 
@@ -74,39 +58,18 @@ final class RealDaemon: @unchecked Sendable {
     }
 
     static func launch(_ setup: Setup) async throws -> RealDaemon {
-        let (directory, configPath, socketPath, server) = (setup.directory, setup.configPath, setup.socketPath, setup.server)
-        let logPath = directory + "/imagentd.log"
-        // A daemon killed with -9 leaves its socket file: waiting for the file to exist would
-        // return before the new daemon listens, and the next command would find nobody there.
-        try? FileManager.default.removeItem(atPath: socketPath)
-        let process = try ChildProcess(executable: binary.path, arguments: ["--config", configPath],
-                                       setting: ["SWIFT_BACKTRACE": "enable=no"], unsetting: ["NOTIFY_SOCKET"],
-                                       stdout: .file(logPath, append: true), stderr: .file(logPath, append: true))
-        let daemon = RealDaemon(directory: directory, configPath: configPath, socketPath: socketPath, server: server,
-                                process: process, logPath: logPath)
-        // After a kill -9 the dead daemon's socket file is still there: wait until the new one accepts.
-        // (One probe per turn: once it accepts, the loop ends rather than connecting 400 times at once.)
-        for _ in 0..<400 {
-            guard (try? RawIPCSocket(path: socketPath)) == nil, process.isRunning else { break }
-            try await Task.sleep(for: .milliseconds(25))
-        }
-        guard (try? RawIPCSocket(path: socketPath)) != nil else {
-            await daemon.stop()
-            throw RealDaemonError("imagentd does not accept connections on \(socketPath); its log: \(daemon.log)")
-        }
-        return daemon
+        let handle = try await DaemonHandle.start(configPath: setup.configPath, socketPath: setup.socketPath,
+                                                  logPath: setup.directory + "/imagentd.log", binary: binary.path,
+                                                  within: .seconds(10))
+        return RealDaemon(setup: setup, handle: handle)
     }
 
-    private init(directory: String, configPath: String, socketPath: String, server: RefServer, process: ChildProcess, logPath: String) {
-        self.directory = directory
-        self.configPath = configPath
-        self.socketPath = socketPath
-        self.server = server
-        self.process = process
-        self.logPath = logPath
+    private init(setup: Setup, handle: DaemonHandle) {
+        (directory, configPath, socketPath, server) = (setup.directory, setup.configPath, setup.socketPath, setup.server)
+        self.handle = handle
     }
 
-    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+    var log: String { handle.log }
 
     /// `imagent --socket <this daemon> ARGUMENTS…`
     func imagent(_ arguments: [String], stdin: String? = nil) async throws -> ImagentProcess.Result {
@@ -136,16 +99,18 @@ final class RealDaemon: @unchecked Sendable {
 
     /// Waits for the process to exit by itself, at most `limit`; returns its status or nil.
     func waitForExit(within limit: Duration) async -> Int32? {
-        await process.exit(within: limit)
+        await handle.exit(within: limit)
     }
 
-    func stop() async {
-        if process.isRunning {
-            process.terminate()
-            if await waitForExit(within: .seconds(5)) == nil { kill(process.processIdentifier, SIGKILL) }
-        }
+    /// Stops the daemon and the server; removes the folder unless `keepingFiles` (a failed test's logs).
+    func stop(keepingFiles: Bool = false) async {
+        await handle.stop()
         try? await server.stop()
-        try? FileManager.default.removeItem(atPath: directory)
+        if keepingFiles {
+            print("real daemon's files kept in \(directory); its log ends with:\n\(tailOfFile(logPath))")
+        } else {
+            removeTree(directory)
+        }
     }
 }
 
@@ -154,6 +119,7 @@ struct RealDaemonError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
+/// Runs `body` with a started daemon and always stops it; a failure keeps its folder and prints its log.
 func withRealDaemon<Result>(extraConfig: String = "", socketMode: String = "0600", serverMaxFrame: UInt32? = nil,
                             _ body: (RealDaemon) async throws -> Result) async throws -> Result {
     let daemon = try await RealDaemon.start(extraConfig: extraConfig, socketMode: socketMode, serverMaxFrame: serverMaxFrame)
@@ -162,7 +128,7 @@ func withRealDaemon<Result>(extraConfig: String = "", socketMode: String = "0600
         await daemon.stop()
         return result
     } catch {
-        await daemon.stop()
+        await daemon.stop(keepingFiles: true)
         throw error
     }
 }

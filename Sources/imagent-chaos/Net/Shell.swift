@@ -1,33 +1,14 @@
 import Foundation
 import IMAgentTestKit
 
-/// Runs system commands (`ip`, `nft`, `tc`) through `/bin/sh`, each bounded
-/// in time by coreutils' `timeout`, and returns their status and output.
+/// System commands (`ip`, `nft`, `tc`) through the kit's `runShell`, failures logged.
 enum Shell {
-    struct Result {
-        var status: Int32
-        var output: String
-        var succeeded: Bool { status == 0 }
-    }
+    typealias Result = ShellResult
 
     /// Runs `command`; a failure is logged unless `quiet`.
     @discardableResult
     static func run(_ command: String, timeoutSeconds: Int = 20, quiet: Bool = false) -> Result {
-        let output: ChildPipe
-        let process: ChildProcess
-        do {
-            output = try ChildPipe()
-            process = try ChildProcess(executable: "/usr/bin/timeout",
-                                       arguments: ["-k", "2", "\(timeoutSeconds)", "/bin/sh", "-c", command],
-                                       stdout: .descriptor(output.writeEnd), stderr: .descriptor(output.writeEnd))
-        } catch {
-            if !quiet { Log.line("shell: cannot run \(command): \(error)") }
-            return Result(status: 127, output: "\(error)")
-        }
-        output.closeWrite()
-        let text = output.readToEnd()
-        process.waitUntilExit()
-        let result = Result(status: process.terminationStatus, output: text)
+        let result = runShell(command, timeoutSeconds: timeoutSeconds)
         if !result.succeeded, !quiet {
             Log.line("shell: exit \(result.status): \(command)\n\(result.output.trimmingCharacters(in: .whitespacesAndNewlines))")
         }

@@ -1,7 +1,8 @@
 import Foundation
+import IMAgentTestKit
 
-/// Two network namespaces joined by a veth pair, named after this process so
-/// concurrent runs never collide:
+/// Two network namespaces joined by a veth pair (the kit's `VethFixture`), named
+/// after this process so concurrent runs never collide:
 ///
 /// ```
 ///   namespace imchaos-a-PID (imagentd, delay proxy)   namespace imchaos-s-PID (imagent-refserver)
@@ -14,38 +15,23 @@ import Foundation
 /// end, and a token bucket (`tc … tbf`) on both ends for a thin pipe.
 /// Deleting the namespaces removes the veth pair, the rules and the qdiscs.
 final class Topology: @unchecked Sendable {
-    let agentNamespace: String
-    let serverNamespace: String
-    let agentLink: String
-    let serverLink: String
-    let agentAddress: String
-    let serverAddress: String
+    let veth: VethFixture
 
-    private static let table = "imchaos"
+    /// Always set: the chaos agent has a namespace of its own.
+    var agentNamespace: String { veth.agentNamespace! }
+    var serverNamespace: String { veth.serverNamespace }
+    var agentLink: String { veth.agentLink }
+    var serverLink: String { veth.serverLink }
+    var agentAddress: String { veth.agentAddress }
+    var serverAddress: String { veth.serverAddress }
 
     init(pid: Int32 = getpid()) {
-        agentNamespace = "imchaos-a-\(pid)"
-        serverNamespace = "imchaos-s-\(pid)"
-        agentLink = "ica\(pid % 10_000_000)"
-        serverLink = "ics\(pid % 10_000_000)"
-        let third = (Int(pid) / 64) % 256
-        let base = (Int(pid) % 64) * 4
-        agentAddress = "10.232.\(third).\(base + 1)"
-        serverAddress = "10.232.\(third).\(base + 2)"
+        veth = VethFixture(name: "imchaos", linkPrefix: "ic", octet: 232, agentInNamespace: true, pid: pid)
     }
 
     /// Why namespaces cannot work here, or nil.
     static func unavailableReason() -> String? {
-        guard getuid() == 0 else { return "needs root (ip netns, nft, tc)" }
-        for tool in ["ip", "nft", "tc"] where !Shell.run("command -v \(tool)", quiet: true).succeeded {
-            return "\(tool) is not installed (scripts/bootstrap installs iproute2 and nftables)"
-        }
-        let probe = "imchaos-probe-\(getpid())"
-        defer { Shell.run("ip netns del \(probe)", quiet: true) }
-        guard Shell.run("ip netns add \(probe) && ip netns exec \(probe) nft list tables", quiet: true).succeeded else {
-            return "ip netns or nft does not work here (a container without CAP_NET_ADMIN?)"
-        }
-        return nil
+        VethFixture.unavailableReason(tools: ["ip", "nft", "tc"])
     }
 
     /// Removes namespaces left by runs that were killed with -9 (their pid no longer exists).
@@ -60,62 +46,27 @@ final class Topology: @unchecked Sendable {
 
     func create() throws {
         Children.shared.onCleanup("namespaces") { [self] in tearDown() }
-        let setup = """
-            set -e
-            ip netns add \(agentNamespace)
-            ip netns add \(serverNamespace)
-            ip link add \(agentLink) netns \(agentNamespace) type veth peer name \(serverLink) netns \(serverNamespace)
-            ip -n \(agentNamespace) link set lo up
-            ip -n \(serverNamespace) link set lo up
-            ip -n \(agentNamespace) addr add \(agentAddress)/30 dev \(agentLink)
-            ip -n \(serverNamespace) addr add \(serverAddress)/30 dev \(serverLink)
-            ip -n \(agentNamespace) link set \(agentLink) up
-            ip -n \(serverNamespace) link set \(serverLink) up
-            """
-        guard Shell.run(setup).succeeded else {
-            tearDown()
-            throw ChaosError("could not create the namespaces and veth pair")
-        }
+        try veth.create()
     }
 
     /// Kills whatever still runs inside the namespaces, then deletes them (the veth pair goes with them).
-    func tearDown() {
-        for namespace in [agentNamespace, serverNamespace] {
-            Shell.run("for p in $(ip netns pids \(namespace) 2>/dev/null); do kill -9 $p; done; ip netns del \(namespace)",
-                      quiet: true)
-        }
-    }
+    func tearDown() { veth.tearDown() }
 
     // MARK: Faults
 
     /// Drops `percent` % of packets at random on the server's veth, both ways (0 removes the rule).
     @discardableResult
-    func setLoss(percent: Int) -> Bool {
-        clearFilter()
-        guard percent > 0 else { return true }
-        let match = percent >= 100 ? "" : "numgen random mod 100 < \(percent) "
-        return nft("""
-            table inet \(Self.table) {
-              chain in { type filter hook input priority 0; policy accept; iifname "\(serverLink)" \(match)drop; }
-              chain out { type filter hook output priority 0; policy accept; oifname "\(serverLink)" \(match)drop; }
-            }
-            """)
-    }
+    func setLoss(percent: Int) -> Bool { veth.setLoss(percent: percent) }
 
     /// Every packet on the veth dropped, both ways.
     @discardableResult
-    func partition() -> Bool { setLoss(percent: 100) }
+    func partition() -> Bool { veth.cut() }
 
-    func clearFilter() {
-        Shell.run("ip netns exec \(serverNamespace) nft delete table inet \(Self.table)", quiet: true)
-    }
+    func clearFilter() { veth.restore() }
 
     /// `ip link set … down|up` on the agent's end (the daemon's network watcher sees it) or the server's.
     @discardableResult
-    func setLink(agentSide: Bool, up: Bool) -> Bool {
-        let (namespace, link) = agentSide ? (agentNamespace, agentLink) : (serverNamespace, serverLink)
-        return Shell.run("ip -n \(namespace) link set \(link) \(up ? "up" : "down")").succeeded
-    }
+    func setLink(agentSide: Bool, up: Bool) -> Bool { veth.setLink(agentSide: agentSide, up: up) }
 
     /// A token bucket on both ends' egress; nil removes it.
     @discardableResult
@@ -129,9 +80,5 @@ final class Topology: @unchecked Sendable {
             }
         }
         return ok
-    }
-
-    private func nft(_ ruleset: String) -> Bool {
-        Shell.run("printf '%s\\n' '\(ruleset)' | ip netns exec \(serverNamespace) nft -f -").succeeded
     }
 }

@@ -16,32 +16,36 @@ final class Children: @unchecked Sendable {
 
     /// Starts `executable` with `arguments`, stdout and stderr appended to `log` (stdout to `stdout` if given).
     func spawn(_ name: String, _ executable: String, _ arguments: [String], log: String, stdout: String? = nil) throws -> ChildProcess {
-        return try lock.withLock {
-            guard !cleanedUp else { throw ChaosError("cleaning up; not starting \(name)") }
-            let process = try ChildProcess(executable: executable, arguments: arguments,
-                                           setting: ["SWIFT_BACKTRACE": "enable=no"], unsetting: ["NOTIFY_SOCKET", "IMAGENT_SOCKET"],
-                                           stdout: .file(stdout ?? log, append: true), stderr: .file(log, append: true))
-            running[process.processIdentifier] = name
-            return process
+        try spawner.spawn(name, executable, arguments, stdout ?? log, log, [:])
+    }
+
+    /// What the kit's program handles start their children with: recorded here, so the clean-up kills them.
+    var spawner: ProgramSpawner {
+        ProgramSpawner { [self] name, executable, arguments, stdout, stderr, setting in
+            try lock.withLock {
+                guard !cleanedUp else { throw ChaosError("cleaning up; not starting \(name)") }
+                let process = try ProgramSpawner.direct.spawn(name, executable, arguments, stdout, stderr, setting)
+                running[process.processIdentifier] = name
+                return process
+            }
         }
     }
 
     /// SIGKILL, then waits (bounded) for the process to be gone.
     func kill9(_ process: ChildProcess) async {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.signal(SIGKILL)
         await waitForExit(process, seconds: 10)
     }
 
     /// SIGTERM, then SIGKILL if it is still there after `seconds`.
     func terminate(_ process: ChildProcess, seconds: Double = 5) async {
-        if process.isRunning { kill(process.processIdentifier, SIGTERM) }
-        await waitForExit(process, seconds: seconds)
-        if process.isRunning { await kill9(process) }
+        await process.stop(grace: .milliseconds(Int64(seconds * 1000)))
+        await waitForExit(process, seconds: 0)
     }
 
+    /// Waits at most `seconds` for the process to exit; once it has, it is no longer one to kill at the end.
     func waitForExit(_ process: ChildProcess, seconds: Double) async {
-        let deadline = Date().addingTimeInterval(seconds)
-        while process.isRunning, Date() < deadline { try? await Task.sleep(for: .milliseconds(10)) }
+        _ = await process.exit(within: .milliseconds(Int64(seconds * 1000)))
         if !process.isRunning { _ = lock.withLock { running.removeValue(forKey: process.processIdentifier) } }
     }
 

@@ -162,14 +162,14 @@ final class LoadFleet: @unchecked Sendable {
 
     private func spawn(tag: Int) throws -> ChildProcess {
         var arguments = [
-            "--socket", socketPath, "--tag", "\(tag)", "--sessions", "\(shape.sessions)",
+            "--sessions", "\(shape.sessions)",
             "--messages", "\(shape.messagesPerSession)", "--window", "\(shape.window)",
             "--deadline", "\(shape.deadlineSeconds)", "--state", statePath(tag),
             "--latency-file", latencyPath(tag),
         ]
         if shape.reattachSeconds > 0 { arguments += ["--reattach-every", "\(shape.reattachSeconds)"] }
-        return try Children.shared.spawn("imagent-loadgen \(tag)", Binaries.loadgen, arguments,
-                                         log: errPath(tag), stdout: outPath(tag))
+        return try LoadgenHandle.start(socketPath: socketPath, tag: tag, arguments: arguments, outPath: outPath(tag),
+                                       errPath: errPath(tag), spawner: Children.shared.spawner).process
     }
 
     private func read(_ entry: Running) -> Finished {

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import IMAgentTestKit
 import NIOCore
 import NIOPosix
 
@@ -56,24 +57,4 @@ struct HostPort {
         host = String(text[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
         self.port = port
     }
-}
-
-/// A one-way delay range in milliseconds.
-struct DelayRange: Sendable, Equatable {
-    var minMS: Int
-    var maxMS: Int
-
-    init(minMS: Int, maxMS: Int) {
-        self.minMS = minMS
-        self.maxMS = maxMS
-    }
-
-    init?(parsing text: String) {
-        let parts = text.split(separator: "-").map { Int($0) }
-        guard (1...2).contains(parts.count), let low = parts.first ?? nil, let high = parts.last ?? nil,
-              low >= 0, high >= low else { return nil }
-        self.init(minMS: low, maxMS: high)
-    }
-
-    var description: String { minMS == maxMS ? "\(minMS)" : "\(minMS)-\(maxMS)" }
 }

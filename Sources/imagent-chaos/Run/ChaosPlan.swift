@@ -1,3 +1,5 @@
+import IMAgentTestKit
+
 /// One step of the schedule: a fault (or a quiet spell) applied while the load streams.
 enum Fault: Sendable {
     case clean(seconds: Double)

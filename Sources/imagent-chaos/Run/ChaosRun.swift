@@ -1,4 +1,5 @@
 import Foundation
+import IMAgentTestKit
 
 /// One run of the suite, start to end: the namespaces, the first-connect
 /// figures, the server and daemon, the load, the schedule of faults, the
@@ -99,9 +100,7 @@ struct ChaosRun {
     }
 
     private func makeDirectory() throws -> String {
-        var template = Array("/tmp/imagent-chaos-\(getpid())-XXXXXX".utf8CString)
-        guard let made = mkdtemp(&template) else { throw ChaosError("mkdtemp failed") }
-        return String(cString: made)
+        try makeTemporaryDirectory(prefix: "imagent-chaos-\(getpid())")
     }
 
     private func printTails(directory: String, report: ChaosReport) {

@@ -48,27 +48,10 @@ struct PartitionCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        if let reason = Topology.unavailableReason() {
-            print("imagent-chaos partition: SKIPPED: \(reason)")
-            return
-        }
-        let missing = Binaries.missing()
-        guard missing.isEmpty else { throw ChaosError("not built: \(missing.joined(separator: ", "))") }
         let plan = partitions
-        let limit = plan.reduce(0) { $0 + $1 + PartitionRun.settleSeconds } + 180
-        Children.shared.installTraps(timeLimitSeconds: limit)
-        let report: PartitionRun.Report
-        do {
-            report = try await PartitionRun(partitions: plan, boundMS: boundMS, keepDirectory: keep).run()
-        } catch {
-            Log.line("run failed: \(error)")
-            Children.shared.cleanUp()
-            throw ExitCode(1)
+        try await ScenarioRunner.run("imagent-chaos partition",
+                                     timeLimitSeconds: { plan.reduce(0) { $0 + $1 + PartitionRun.settleSeconds } + 180 }) {
+            try await PartitionRun(partitions: plan, boundMS: boundMS, keepDirectory: keep).run()
         }
-        Children.shared.cleanUp()
-        FileHandle.standardError.write(Data((report.text + "\n").utf8))
-        print(report.json)
-        fflush(nil)
-        if !report.passed { throw ExitCode(1) }
     }
 }

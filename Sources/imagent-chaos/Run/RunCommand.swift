@@ -45,29 +45,10 @@ struct RunCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        if let reason = Topology.unavailableReason() {
-            print("imagent-chaos: SKIPPED: \(reason)")
-            return
-        }
-        let missing = Binaries.missing()
-        guard missing.isEmpty else {
-            throw ChaosError("not built: \(missing.joined(separator: ", ")) (swift build --product imagentd, … one product per command)")
-        }
         let plan = long ? ChaosPlan.long(messages: messages, seed: seed, timeLimitSeconds: timeLimit)
                         : ChaosPlan.short(seed: seed, timeLimitSeconds: timeLimit)
-        Children.shared.installTraps(timeLimitSeconds: plan.timeLimitSeconds)
-        let report: ChaosReport
-        do {
-            report = try await ChaosRun(plan: plan, keepDirectory: keep).run()
-        } catch {
-            Log.line("run failed: \(error)")
-            Children.shared.cleanUp()
-            throw ExitCode(1)
+        try await ScenarioRunner.run("imagent-chaos", timeLimitSeconds: { plan.timeLimitSeconds }) {
+            try await ChaosRun(plan: plan, keepDirectory: keep).run()
         }
-        Children.shared.cleanUp()
-        FileHandle.standardError.write(Data((report.text + "\n").utf8))
-        print(report.json)
-        fflush(nil)
-        if !report.passed { throw ExitCode(1) }
     }
 }

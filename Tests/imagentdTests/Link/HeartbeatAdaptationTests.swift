@@ -1,4 +1,5 @@
 import Foundation
+import IMAgentTestKit
 import NIOCore
 import RefServer
 import Testing

@@ -15,8 +15,7 @@ struct ScratchDirectory {
     let path: String
 
     init(_ name: String = "linktest") throws {
-        path = NSTemporaryDirectory() + "imagent-\(name)-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        path = try makeTemporaryDirectory(prefix: "imagent-\(name)")
     }
 
     func write(_ name: String, _ text: String) throws -> String {
@@ -25,7 +24,7 @@ struct ScratchDirectory {
         return file
     }
 
-    func cleanup() { try? FileManager.default.removeItem(atPath: path) }
+    func cleanup() { removeTree(path) }
 }
 
 /// Seconds on the monotonic clock, for measurements printed by the tests.
@@ -109,17 +108,50 @@ func testLogger(_ label: String) -> Logger {
     return logger
 }
 
-/// An engine with a recorder attached, started.
-func startEngine(_ configuration: LinkConfiguration) throws -> (LinkEngine, TransitionRecorder) {
-    let engine = try LinkEngine(
-        configuration: configuration,
-        eventLoop: MultiThreadedEventLoopGroup.singleton.next(),
-        logger: testLogger("link-test")
-    )
+/// An engine with a recorder attached, started (on `eventLoop`, by default one of the shared group's).
+func startEngine(_ configuration: LinkConfiguration,
+                 on eventLoop: EventLoop = MultiThreadedEventLoopGroup.singleton.next()) throws -> (LinkEngine, TransitionRecorder) {
+    let engine = try LinkEngine(configuration: configuration, eventLoop: eventLoop, logger: testLogger("link-test"))
     let recorder = TransitionRecorder()
     engine.onTransition { recorder.record($0) }
     engine.start()
     return (engine, recorder)
+}
+
+/// Runs `body` with a started engine and its recorder, and shuts the engine down however `body`
+/// ends: a failed wait must not leave an engine retrying its server behind, into later tests.
+/// (A second `shutdown()`, after one in `body`, does nothing.)
+func withEngine<Result>(_ configuration: LinkConfiguration,
+                        on eventLoop: EventLoop = MultiThreadedEventLoopGroup.singleton.next(),
+                        _ body: (LinkEngine, TransitionRecorder) async throws -> Result) async throws -> Result {
+    let (engine, recorder) = try startEngine(configuration, on: eventLoop)
+    do {
+        let result = try await body(engine, recorder)
+        await engine.shutdown()
+        return result
+    } catch {
+        await engine.shutdown()
+        throw error
+    }
+}
+
+/// A reference server (token `secret-1`) and an engine configured for it and started: the
+/// set-up most engine tests share. The engine, then the server, stop however `body` ends.
+func withServedEngine(heartbeatMS: UInt32 = 30_000,
+                      _ body: (RefServer, LinkEngine, TransitionRecorder) async throws -> Void) async throws {
+    let scratch = try ScratchDirectory()
+    defer { scratch.cleanup() }
+    let tokens = try scratch.write("tokens", "secret-1\n")
+    let server = try await startServer(tokenFile: tokens, heartbeatMS: heartbeatMS)
+    do {
+        try await withEngine(testLinkConfiguration(endpoints: [server.address], tokenFile: tokens)) { engine, recorder in
+            try await body(server, engine, recorder)
+        }
+    } catch {
+        try? await server.stop()
+        throw error
+    }
+    try await server.stop()
 }
 
 /// A reference server in this process.
@@ -134,15 +166,6 @@ func startServer(
         configuration: RefServerConfiguration(host: host, port: port, tokenFile: tokenFile, heartbeatMS: heartbeatMS, tls: tls),
         logger: testLogger("refserver")
     )
-}
-
-/// A port on 127.0.0.1 that nothing listens on (bound, then released).
-func unusedPort() throws -> Int {
-    let channel = try ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-        .bind(host: "127.0.0.1", port: 0).wait()
-    let port = channel.localAddress!.port!
-    try channel.close().wait()
-    return port
 }
 
 /// A port on 127.0.0.1 that never answers a SYN: a listener with a backlog
@@ -184,11 +207,10 @@ final class SilentPort {
     }
 }
 
-/// Runs a command, returns its exit status (output to the test log).
+/// Runs a command (the kit's `runShell`), returns its exit status; its output goes to the test log unless `quiet`.
 @discardableResult
 func shell(_ command: String, quiet: Bool = false) -> Int32 {
-    let arguments = ["-c", quiet ? "( \(command)\n) >/dev/null 2>&1" : command]
-    guard let process = try? ChildProcess(executable: "/bin/sh", arguments: arguments) else { return -1 }
-    process.waitUntilExit()
-    return process.terminationReason == .exit ? process.terminationStatus : 128 + process.terminationStatus
+    let result = runShell(command)
+    if !quiet, !result.output.isEmpty { print(result.output, terminator: "") }
+    return result.status
 }

@@ -31,9 +31,7 @@ struct NetworkNamespaceTests {
 
     /// Why the test cannot run here, or nil.
     static let unavailableReason: String? = {
-        guard getuid() == 0 else { return "needs root for ip netns" }
-        guard shell("ip netns list", quiet: true) == 0 else { return "ip netns does not work here" }
-        guard shell("command -v nft", quiet: true) == 0 else { return "nft is not installed" }
+        if let reason = VethFixture.unavailableReason(tools: ["ip", "nft"]) { return reason }
         guard refserverBinary != nil else { return "imagent-refserver is not built (swift build --product imagent-refserver)" }
         return nil
     }()
@@ -46,13 +44,14 @@ struct NetworkNamespaceTests {
         let scratch = try ScratchDirectory("netns")
         defer { scratch.cleanup() }
         let tokens = try scratch.write("tokens", "secret-ns\n")
-        let server = try RefServerProcess(
-            binary: try #require(Self.refserverBinary),
-            namespace: topology.namespace,
-            listen: "\(topology.serverAddress):0",
-            tokenFile: tokens
-        )
-        defer { server.terminate() }
+        let server = try await RefServerHandle.start(
+            host: topology.serverAddress, arguments: ["--token-file", tokens],
+            outPath: scratch.path + "/refserver.out", logPath: scratch.path + "/refserver.log",
+            namespace: topology.namespace, binary: try #require(Self.refserverBinary))
+        defer {
+            server.process.terminate()
+            server.process.waitUntilExit()
+        }
 
         var configuration = testLinkConfiguration(endpoints: ["\(topology.serverAddress):\(server.port)"], tokenFile: tokens)
         configuration.watchNetwork = true
@@ -141,13 +140,14 @@ struct NetworkNamespaceTests {
         let scratch = try ScratchDirectory("netns-probe")
         defer { scratch.cleanup() }
         let tokens = try scratch.write("tokens", "secret-ns\n")
-        let server = try RefServerProcess(
-            binary: try #require(Self.refserverBinary),
-            namespace: topology.namespace,
-            listen: "\(topology.serverAddress):0",
-            tokenFile: tokens
-        )
-        defer { server.terminate() }
+        let server = try await RefServerHandle.start(
+            host: topology.serverAddress, arguments: ["--token-file", tokens],
+            outPath: scratch.path + "/refserver.out", logPath: scratch.path + "/refserver.log",
+            namespace: topology.namespace, binary: try #require(Self.refserverBinary))
+        defer {
+            server.process.terminate()
+            server.process.waitUntilExit()
+        }
         var configuration = testLinkConfiguration(endpoints: ["\(topology.serverAddress):\(server.port)"], tokenFile: tokens)
         configuration.heartbeatMin = .seconds(60)
         configuration.heartbeatMax = .seconds(120)
@@ -176,103 +176,17 @@ struct NetworkNamespaceTests {
     }
 }
 
-/// The namespace, the veth pair, the addresses and routes of one test run.
-final class NamespaceTopology {
-    let namespace: String
-    let hostLink: String
-    let serverLink: String
-    let hostAddress: String
-    let serverAddress: String
-    let subnet: String
+/// The test's fixture (the kit's): the server in a namespace of its own, the engine in this (root) one.
+typealias NamespaceTopology = VethFixture
 
-    init() throws {
-        let pid = Int(getpid())
-        namespace = "imtest-srv-\(pid)"
-        hostLink = "imt\(pid % 10_000_000)h"
-        serverLink = "imt\(pid % 10_000_000)s"
-        let third = (pid / 64) % 256
-        let base = (pid % 64) * 4
-        subnet = "10.231.\(third).\(base)/30"
-        hostAddress = "10.231.\(third).\(base + 1)"
-        serverAddress = "10.231.\(third).\(base + 2)"
-        let setup = """
-            set -e
-            ip netns add \(namespace)
-            ip link add \(hostLink) type veth peer name \(serverLink)
-            ip link set \(serverLink) netns \(namespace)
-            ip route add unreachable \(subnet) metric 9999
-            ip addr add \(hostAddress)/30 dev \(hostLink)
-            ip link set \(hostLink) up
-            ip -n \(namespace) link set lo up
-            ip -n \(namespace) addr add \(serverAddress)/30 dev \(serverLink)
-            ip -n \(namespace) link set \(serverLink) up
-            """
-        guard shell(setup) == 0 else {
-            tearDown()
-            throw TopologyError.setupFailed
-        }
+extension VethFixture {
+    /// Created at once; `tearDown()` removes it whatever state the test left it in.
+    convenience init() throws {
+        self.init(name: "imtest", linkPrefix: "imt", octet: 231, agentInNamespace: false)
+        try create()
     }
 
-    func cut() -> Bool {
-        shell("""
-            printf 'table inet imtest {\\n chain in { type filter hook input priority 0; policy drop; }\\n chain out { type filter hook output priority 0; policy drop; }\\n}\\n' \
-              | ip netns exec \(namespace) nft -f -
-            """) == 0
-    }
+    var namespace: String { serverNamespace }
 
-    func restore() -> Bool {
-        shell("ip netns exec \(namespace) nft delete table inet imtest") == 0
-    }
-
-    func setHostLink(up: Bool) -> Bool {
-        shell("ip link set \(hostLink) \(up ? "up" : "down")") == 0
-    }
-
-    /// Removes everything, whatever state the test left it in.
-    func tearDown() {
-        shell("ip netns exec \(namespace) nft delete table inet imtest", quiet: true)
-        shell("ip link del \(hostLink)", quiet: true)
-        shell("ip netns del \(namespace)", quiet: true)
-        shell("ip route del unreachable \(subnet) metric 9999", quiet: true)
-    }
-
-    enum TopologyError: Error { case setupFailed }
-}
-
-/// `imagent-refserver` started in a namespace; its stdin stays open for admin commands.
-final class RefServerProcess {
-    let process: ChildProcess
-    let input: ChildPipe
-    let port: Int
-
-    init(binary: String, namespace: String, listen: String, tokenFile: String) throws {
-        let candidates = ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"]
-        let ip = candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? "/sbin/ip"
-        input = try ChildPipe()
-        let output = try ChildPipe()
-        process = try ChildProcess(executable: ip,
-                                   arguments: ["netns", "exec", namespace, binary, "--listen", listen, "--token-file", tokenFile],
-                                   stdin: .descriptor(input.readEnd), stdout: .descriptor(output.writeEnd), stderr: .null)
-        input.closeRead()
-        output.closeWrite()
-        // The first line is "listening on HOST:PORT".
-        var line: [UInt8] = []
-        var byte: UInt8 = 0
-        while byte != UInt8(ascii: "\n"), read(output.readEnd, &byte, 1) == 1 { line.append(byte) }
-        let text = String(decoding: line, as: UTF8.self)
-        guard let portText = text.split(separator: "\n").first?.split(separator: ":").last, let port = Int(portText) else {
-            process.terminate()
-            throw RefServerProcessError.noListeningLine(text)
-        }
-        self.port = port
-    }
-
-    func terminate() {
-        if process.isRunning {
-            process.terminate()
-            process.waitUntilExit()
-        }
-    }
-
-    enum RefServerProcessError: Error { case noListeningLine(String) }
+    func setHostLink(up: Bool) -> Bool { setLink(agentSide: true, up: up) }
 }

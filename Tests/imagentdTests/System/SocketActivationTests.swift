@@ -1,33 +1,34 @@
 import Glibc
+import IMAgentTestKit
 import Testing
 
 @testable import IMAgentCore
 
 @Suite struct SocketActivationTests {
     /// A socket of `type` in a fresh directory, and a cleanup.
-    private func socketInTemporaryDirectory(type: Int32, listen: Bool) -> (fd: Int32, cleanup: () -> Void) {
-        let directory = makeTemporaryDirectory()
+    private func socketInTemporaryDirectory(type: Int32, listen: Bool) throws -> (fd: Int32, cleanup: () -> Void) {
+        let directory = try makeTemporaryDirectory(prefix: "imagent-test")
         let path = directory + "/imagent.sock"
-        let fd = makeUnixSocket(type: type, path: path, listen: listen)
+        let fd = try makeUnixSocket(type: type, path: path, listen: listen)
         return (fd, { close(fd); unlink(path); rmdir(directory) })
     }
 
     @Test func acceptsAListeningUnixStreamSocket() throws {
-        let socket = socketInTemporaryDirectory(type: Int32(SOCK_STREAM.rawValue), listen: true)
+        let socket = try socketInTemporaryDirectory(type: Int32(SOCK_STREAM.rawValue), listen: true)
         defer { socket.cleanup() }
         #expect(try SocketActivation.verified([socket.fd]) == [socket.fd])
     }
 
-    @Test func refusesAUnixStreamSocketThatDoesNotListen() {
-        let socket = socketInTemporaryDirectory(type: Int32(SOCK_STREAM.rawValue), listen: false)
+    @Test func refusesAUnixStreamSocketThatDoesNotListen() throws {
+        let socket = try socketInTemporaryDirectory(type: Int32(SOCK_STREAM.rawValue), listen: false)
         defer { socket.cleanup() }
         #expect(throws: SocketActivation.Failure.notAUnixStreamListener(fd: socket.fd)) {
             try SocketActivation.verified([socket.fd])
         }
     }
 
-    @Test func refusesADatagramSocket() {
-        let socket = socketInTemporaryDirectory(type: Int32(SOCK_DGRAM.rawValue), listen: false)
+    @Test func refusesADatagramSocket() throws {
+        let socket = try socketInTemporaryDirectory(type: Int32(SOCK_DGRAM.rawValue), listen: false)
         defer { socket.cleanup() }
         #expect(throws: SocketActivation.Failure.notAUnixStreamListener(fd: socket.fd)) {
             try SocketActivation.verified([socket.fd])

@@ -5,7 +5,11 @@ import Testing
 
 extension ProcessEnvironment {
     @Suite struct SystemdNotifierTests {
-        let manager = NotifySocketFake()
+        let manager: NotifySocketFake
+
+        init() throws {
+            manager = try NotifySocketFake()
+        }
 
         private func withNotifySocket(_ body: (SystemdNotifier) -> Void) {
             withEnvironment(["NOTIFY_SOCKET": manager.path]) { body(SystemdNotifier()) }

@@ -1,23 +1,31 @@
-import IMAgentTestKit
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 
-/// The listening side of `imagent-chaos proxy`: every accepted connection gets
-/// a connection to the target on the same event loop and a `DelayLine` each way.
-final class DelayProxy: Sendable {
-    let port: Int
+/// A userspace TCP proxy (a stand-in for netem, which this kernel lacks), the
+/// listening side of `imagent-chaos proxy` and of the heartbeat tests: every
+/// accepted connection gets a connection to the target on the same event loop
+/// and a `DelayLine` each way.
+public final class DelayProxy: Sendable {
+    public let port: Int
     private let listener: Channel
 
-    var closeFuture: EventLoopFuture<Void> { listener.closeFuture }
+    public var closeFuture: EventLoopFuture<Void> { listener.closeFuture }
 
     private init(port: Int, listener: Channel) {
         self.port = port
         self.listener = listener
     }
 
-    static func start(listenHost: String, port: Int, target: SocketAddress, delays: DelayRange,
-                      seed: UInt64) async throws -> DelayProxy {
+    /// On 127.0.0.1, every chunk held for exactly `oneWay` each way: 2 × `oneWay` more round trip.
+    public static func start(to target: SocketAddress, oneWay: TimeAmount) async throws -> DelayProxy {
+        let milliseconds = Int(oneWay.nanoseconds / 1_000_000)
+        return try await start(listenHost: "127.0.0.1", port: 0, target: target,
+                               delays: DelayRange(minMS: milliseconds, maxMS: milliseconds), seed: 0)
+    }
+
+    public static func start(listenHost: String, port: Int, target: SocketAddress, delays: DelayRange,
+                             seed: UInt64) async throws -> DelayProxy {
         let connections = NIOLockedValueBox<UInt64>(0)
         let listener = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -35,6 +43,11 @@ final class DelayProxy: Sendable {
             .bind(host: listenHost, port: port)
             .get()
         return DelayProxy(port: listener.localAddress?.port ?? port, listener: listener)
+    }
+
+    /// Stops listening; connections already open go on until their ends close.
+    public func stop() async {
+        try? await listener.close()
     }
 }
 

@@ -1,4 +1,3 @@
-import IMAgentTestKit
 import NIOCore
 
 /// One direction of a proxied connection. Each chunk is held for a random
@@ -11,7 +10,7 @@ import NIOCore
 /// ```
 ///
 /// Lives on the event loop of both channels of the pair; not thread-safe.
-final class DelayLine {
+public final class DelayLine {
     private let peer: Channel
     private let delays: DelayRange
     private var random: SplitMix64
@@ -19,14 +18,14 @@ final class DelayLine {
     private var lastRelease = NIODeadline.uptimeNanoseconds(0)
     private var closeWhenEmpty = false
 
-    init(peer: Channel, delays: DelayRange, random: SplitMix64) {
+    public init(peer: Channel, delays: DelayRange, random: SplitMix64) {
         self.peer = peer
         self.delays = delays
         self.random = random
     }
 
     /// Queues `bytes`; they are written to the peer at their release time.
-    func push(_ bytes: ByteBuffer) {
+    public func push(_ bytes: ByteBuffer) {
         let span = UInt64(delays.maxMS - delays.minMS + 1)
         let delay = TimeAmount.milliseconds(Int64(delays.minMS) + Int64(random.next() % span))
         let release = max(NIODeadline.now() + delay, lastRelease)
@@ -37,7 +36,7 @@ final class DelayLine {
     }
 
     /// The source closed: close the peer once everything queued has gone out.
-    func finish() {
+    public func finish() {
         closeWhenEmpty = true
         if queue.isEmpty { peer.close(promise: nil) }
     }
@@ -48,4 +47,24 @@ final class DelayLine {
         if let bytes = queue.popFirst() { peer.writeAndFlush(bytes, promise: nil) }
         if queue.isEmpty, closeWhenEmpty { peer.close(promise: nil) }
     }
+}
+
+/// A one-way delay range in milliseconds (`200`, or `150-450`: each chunk draws its own).
+public struct DelayRange: Sendable, Equatable {
+    public var minMS: Int
+    public var maxMS: Int
+
+    public init(minMS: Int, maxMS: Int) {
+        self.minMS = minMS
+        self.maxMS = maxMS
+    }
+
+    public init?(parsing text: String) {
+        let parts = text.split(separator: "-").map { Int($0) }
+        guard (1...2).contains(parts.count), let low = parts.first ?? nil, let high = parts.last ?? nil,
+              low >= 0, high >= low else { return nil }
+        self.init(minMS: low, maxMS: high)
+    }
+
+    public var description: String { minMS == maxMS ? "\(minMS)" : "\(minMS)-\(maxMS)" }
 }

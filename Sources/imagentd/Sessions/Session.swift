@@ -14,27 +14,33 @@ import NIOCore
 /// DATA on the wire carries *wire* seqs: the outbox in order without the
 /// messages given up (TTL passed, too large for the server), so that the
 /// server sees no gap. Until a message is given up, wire seq = IPC seq; the
-/// outbox entry at offset `i` has wire seq `wireAckedSeq + 1 + i`.
+/// outbox message at offset `i` has wire seq `wireAckedSeq + 1 + i`.
 ///
-/// The store is the queue: `outbox` keeps every queued message's metadata, but
-/// only the first `loadedCount` entries carry their payload (the outbound
-/// window: on this link and not acknowledged, then read-ahead); the rest are
-/// read from the store in seq order when the window has room. `inbox` is the
-/// inbound window only: messages after `dispatchedSeq`, read from the store or
-/// kept as they were stored. The router's `memoryBudgetBytes` bounds both.
+/// The store is the queue, and memory holds no entry per queued message: the
+/// outbox is `outboxStored` messages after `ackedSeq` in the store, of which
+/// `outboxWindow` holds the first ones with their payloads (on this link and not
+/// acknowledged, then read-ahead: every stored seq ≤ `loadedThroughSeq`); the
+/// rest are read in seq order when the window has room, and their TTLs are
+/// found through the store's index (`storeDeadlineMS` is a lower bound of
+/// them). `inbox` is the inbound window only: messages after `dispatchedSeq`,
+/// read from the store or kept as they were stored. The router's
+/// `memoryBudgetBytes` bounds both windows.
 struct Session {
-    /// One outbound message stored and not yet acknowledged by the server.
+    /// One outbound message of the window: stored, not yet acknowledged by the server.
     struct OutboundEntry {
         var seq: UInt64
-        /// The payload's length, whether or not it is in memory.
-        var bytes: Int
+        var payload: ByteBuffer
         /// When its TTL passes (ms since the Unix epoch), or nil for never.
         var deadlineMS: Int64?
-        /// It was written on some link (or restored after a restart) and the
-        /// server has not said since that it lacks it: it must not be given up.
-        var mayBeHeld: Bool
-        /// In the window (read from the store, or kept when it was stored); nil: only in the store.
-        var payload: ByteBuffer?
+        var bytes: Int { payload.readableBytes }
+    }
+
+    /// An OPEN_OK whose LAST_ACKED reaches past the window (after a restart, nothing is read
+    /// back yet): it takes effect once the store says which messages it covers.
+    struct PendingOpenOK {
+        var token: UInt64
+        var lastAcked: UInt64
+        var window: UInt32?
     }
 
     /// A read of the store under way for this session: its token (a stale answer is
@@ -64,7 +70,7 @@ struct Session {
     /// allocate room for 16 messages, twice per session: about 1.3 KB of the
     /// 1.6 KB an idle session used to cost.
     static let emptyQueue = Queue(initialCapacity: 1)
-    /// The same for the outbox, whose entries also carry a TTL.
+    /// The same for the outbound window, whose entries also carry a TTL.
     static let emptyOutbox = CircularBuffer<OutboundEntry>(initialCapacity: 1)
 
     let id: UInt64
@@ -89,14 +95,25 @@ struct Session {
     var transmittedCount = 0
     /// Messages given up so far (persisted, to rebuild `wireAckedSeq` after a restart).
     var givenUp: UInt64 = 0
-    /// Messages `ackedSeq + 1 … sentSeq`, without those given up.
-    var outbox = Session.emptyOutbox
-    /// Entries from the front of `outbox` whose payload is in memory (≥ `transmittedCount`).
-    var loadedCount = 0
-    /// Their payload bytes.
+    /// Messages `ackedSeq + 1 … sentSeq` still stored (without those given up): the outbox's length.
+    var outboxStored = 0
+    /// The outbox's first messages with their payloads: every stored seq ≤ `loadedThroughSeq`.
+    var outboxWindow = Session.emptyOutbox
+    /// The window's end: the next read of the store starts after it.
+    var loadedThroughSeq: UInt64 = 0
+    /// Every seq up to this one may be held by the server (written on some link, or restored
+    /// after a restart, and not denied by an OPEN_OK since): those must not be given up.
+    var heldThroughSeq: UInt64 = 0
+    /// Payload bytes of `outboxWindow`.
     var loadedBytes = 0
-    /// The outbox read from the store under way, if any (for entries after `loadedCount`).
+    /// The outbox read from the store under way, if any (for messages after `loadedThroughSeq`).
     var outboundLoad: Load?
+    /// No stored message after `loadedThroughSeq` has a TTL deadline before this; nil: none has one.
+    var storeDeadlineMS: Int64?
+    /// The token of the store's giving up of expired messages under way, if any.
+    var expiring: UInt64?
+    /// An OPEN_OK waiting for the store (see `PendingOpenOK`).
+    var locating: PendingOpenOK?
     /// Payload bytes of the whole outbox, in memory or not (STATUS, byte limits).
     var outboxBytes = 0
     /// Messages `sentSeq + 1 … assignedSeq` being stored, with the token of
@@ -145,13 +162,14 @@ struct Session {
         // Whatever was stored may have reached the server before the restart: only its
         // OPEN_OK (LAST_ACKED) says which did not, and only those may expire.
         // Payloads stay in the store: the window reads them when their turn comes.
-        for message in stored.outbox where message.seq > ackedSeq {
-            outbox.append(OutboundEntry(seq: message.seq, bytes: message.bytes, deadlineMS: message.deadlineMS, mayBeHeld: true))
-            outboxBytes += message.bytes
-        }
+        outboxStored = stored.outboxCount
+        outboxBytes = stored.outboxBytes
+        storeDeadlineMS = stored.earliestDeadlineMS
+        loadedThroughSeq = ackedSeq
+        heldThroughSeq = sentSeq
         givenUp = stored.givenUp
         // Given up above ackedSeq are the outbox's holes; the rest were below it.
-        let holesAbove = (sentSeq - ackedSeq) - min(sentSeq - ackedSeq, UInt64(outbox.count))
+        let holesAbove = (sentSeq - ackedSeq) - min(sentSeq - ackedSeq, UInt64(outboxStored))
         let givenUpBelow = givenUp - min(givenUp, holesAbove)
         wireAckedSeq = ackedSeq - min(ackedSeq, givenUpBelow)
         deliveredSeq = stored.deliveredSeq
@@ -165,7 +183,7 @@ struct Session {
     }
 
     /// Outbound messages not yet acknowledged by the server, including those being stored.
-    var outboxCount: Int { outbox.count + storingOut.count }
+    var outboxCount: Int { outboxStored + storingOut.count }
     /// Their payload bytes.
     var outboxTotalBytes: Int { outboxBytes + storingOutBytes }
     /// Payload bytes of the SENDs being stored.

@@ -30,6 +30,8 @@ struct SessionLimits: Hashable, Sendable {
     var memoryBudgetBytes = 8 << 20
     /// Outbound messages read from the store at once, at most.
     var readBatch = 256
+    /// Expired outbound messages the store gives up at once, at most (then the next batch).
+    var expiryBatch = 1_024
 
     /// What one session may hold of the budget, so one long queue cannot starve the others.
     var sessionShareBytes: Int { max(1, memoryBudgetBytes / 4) }
@@ -112,7 +114,7 @@ struct SessionRouter<Random: RandomNumberGenerator> {
             let restored = Session(restoring: session)
             outboxBytesByUID[restored.owner, default: 0] += restored.outboxBytes
             sessions[session.record.id] = restored
-            if session.outbox.contains(where: { $0.deadlineMS != nil }) { sessionsWithTTL.insert(session.record.id) }
+            if restored.storeDeadlineMS != nil { sessionsWithTTL.insert(session.record.id) }
         }
     }
 
@@ -335,6 +337,7 @@ struct SessionRouter<Random: RandomNumberGenerator> {
             guard var session = sessions[id], !session.isFailed else { continue }
             session.upstream = .opening
             session.transmittedCount = 0
+            session.locating = nil
             // The server resends from RESUME_AFTER + 1, which acknowledges everything up to it.
             session.ackedUpstreamSeq = session.receivedSeq
             sessions[id] = session
@@ -352,6 +355,7 @@ struct SessionRouter<Random: RandomNumberGenerator> {
             session.upstream = .idle
             // Nothing in flight survives the link: OPEN_OK says where to resume.
             session.transmittedCount = 0
+            session.locating = nil
             session.sendWindow = nil
             sessions[id] = session
             if wasOpen {
@@ -398,6 +402,7 @@ struct SessionRouter<Random: RandomNumberGenerator> {
             // The server forgot the session on this link: OPEN again and resume from its OPEN_OK.
             session.upstream = .opening
             session.transmittedCount = 0
+            session.locating = nil
             session.sendWindow = nil
             sessions[error.session] = session
             return [.log(.info, "server does not know session \(error.session); opening it again"), .send(.open(openFrame(session)))]
@@ -495,7 +500,7 @@ struct SessionRouter<Random: RandomNumberGenerator> {
 
     /// A read of the store for the outbound window completed.
     mutating func outboundLoaded(session id: UInt64, token: UInt64,
-                                 _ result: Result<[(seq: UInt64, payload: ByteBuffer)], SessionPersistenceError>) -> [SessionAction] {
+                                 _ result: Result<[StoredOutboundMessage], SessionPersistenceError>) -> [SessionAction] {
         guard let load = sessions[id]?.outboundLoad, load.token == token else { return [] }  // closed, or the window was reset
         var session = take(id)
         session.outboundLoad = nil
@@ -508,28 +513,74 @@ struct SessionRouter<Random: RandomNumberGenerator> {
             sessions[id] = session
             return actions + wakeBudgetWaiters()
         case .success(let messages):
-            let before = session.loadedCount
-            for message in messages {
-                guard session.loadedCount < session.outbox.count else { break }
-                let index = session.outbox.index(session.outbox.startIndex, offsetBy: session.loadedCount)
-                let entry = session.outbox[index]
-                // Acknowledged or given up while being read: skip it.
-                if entry.seq > message.seq { continue }
-                guard entry.seq == message.seq else {
-                    actions.append(.log(.warning, "session \(id): outbound seq \(entry.seq) is missing from the store"))
-                    break
-                }
-                session.outbox[index].payload = message.payload
-                session.loadedCount += 1
-                session.loadedBytes += entry.bytes
-                windowBytes += entry.bytes
+            // Nothing else changes the store after the window while a read is under way (no
+            // expiry, no OPEN_OK beyond the window): these are the outbox's next messages.
+            var added = 0
+            for message in messages where message.seq > session.loadedThroughSeq && session.outboxWindow.count < session.outboxStored {
+                session.outboxWindow.append(Session.OutboundEntry(seq: message.seq, payload: message.payload, deadlineMS: message.deadlineMS))
+                session.loadedThroughSeq = message.seq
+                session.loadedBytes += message.payload.readableBytes
+                windowBytes += message.payload.readableBytes
+                added += 1
             }
+            // An expiry that waited for this read.
+            actions += expireStored(&session, now: clock())
             sessions[id] = session
-            if session.loadedCount == before, session.loadedCount < session.outbox.count {
+            if added == 0, session.outboxWindow.count < session.outboxStored {
                 // Read again at once, it would find nothing again: wait for the next event instead.
-                return actions + [.log(.warning, "session \(id): the store holds no outbound message after the window")]
+                return actions + [.log(.warning, "session \(id): the store holds no outbound message after seq \(session.loadedThroughSeq)")]
             }
             return actions + transmit(id) + wakeBudgetWaiters()
+        }
+    }
+
+    /// The store gave up expired outbound messages after the window.
+    mutating func outboundExpired(session id: UInt64, token: UInt64,
+                                  _ result: Result<ExpiredOutboundBatch, SessionPersistenceError>) -> [SessionAction] {
+        guard sessions[id]?.expiring == token else { return [] }  // closed
+        var session = take(id)
+        session.expiring = nil
+        var actions: [SessionAction] = []
+        switch result {
+        case .failure(let error):
+            // Nothing was given up: try again in a second.
+            actions.append(.log(.warning, "session \(id): expired messages not given up: \(error)"))
+            actions.append(.expireAt(clock() + 1_000))
+        case .success(let batch):
+            let reason = "its TTL passed before it reached the server"
+            // Each was after the window (no read runs meanwhile) and not on any link.
+            for message in batch.messages {
+                session.outboxStored -= 1
+                session.outboxBytes -= message.bytes
+                outboxBytesByUID[session.owner, default: 0] -= message.bytes
+                session.givenUp += 1
+                actions.append(.log(.info, "session \(id): outbound seq \(message.seq) given up: \(reason)"))
+                if let client = session.attachedClient {
+                    actions.append(.event(client: client, .expired(.init(session: id, seq: message.seq, code: .expired, message: reason))))
+                }
+            }
+            session.storeDeadlineMS = batch.nextDeadlineMS
+            let now = clock()
+            if batch.messages.count >= limits.expiryBatch {
+                actions += expireStored(&session, now: now)  // more are due
+            } else if let next = batch.nextDeadlineMS {
+                actions.append(.expireAt(next))
+            }
+        }
+        sessions[id] = session
+        return actions + transmit(id)
+    }
+
+    /// The store found the messages an OPEN_OK's LAST_ACKED covers beyond the window.
+    mutating func outboundLocated(session id: UInt64, token: UInt64,
+                                  _ result: Result<StoredOutboxSpan, SessionPersistenceError>) -> [SessionAction] {
+        guard let pending = sessions[id]?.locating, pending.token == token else { return [] }  // closed, or the link changed
+        sessions[id]?.locating = nil
+        switch result {
+        case .failure(let error):
+            return [.storeFailed(reason: "session \(id): the acknowledged outbound messages not found in the store: \(error)")]
+        case .success(let span):
+            return completeOpenOK(id, lastAcked: pending.lastAcked, window: pending.window, beyondWindow: span)
         }
     }
 
@@ -684,49 +735,35 @@ extension SessionRouter {
     private mutating func releaseWindows(_ session: inout Session) {
         resetInboundWindow(&session)
         windowBytes -= session.loadedBytes + (session.outboundLoad?.reserved ?? 0)
-        var index = session.outbox.startIndex
-        for _ in 0..<session.loadedCount {
-            session.outbox[index].payload = nil
-            index = session.outbox.index(after: index)
-        }
-        session.loadedCount = 0
+        session.outboxWindow.removeAll()
+        session.loadedThroughSeq = session.ackedSeq
         session.loadedBytes = 0
         session.outboundLoad = nil
+        session.locating = nil
         session.transmittedCount = 0
     }
 
     /// Reads the next outbound messages from the store when the session can send and its
     /// window has room; otherwise it waits for room in the budget.
     private mutating func refillOutbound(_ session: inout Session) -> [SessionAction] {
-        guard session.upstream == .open, session.outboundLoad == nil, session.loadedCount < session.outbox.count else { return [] }
+        guard session.upstream == .open, session.outboundLoad == nil, session.expiring == nil,
+              session.outboxWindow.count < session.outboxStored else { return [] }
         // Read in batches: with messages still to send in memory, wait until a quarter of the share is free.
-        let pendingInMemory = session.loadedCount - session.transmittedCount
+        let pendingInMemory = session.outboxWindow.count - session.transmittedCount
         let room = min(limits.memoryBudgetBytes - windowBytes, limits.sessionShareBytes - session.windowBytes)
         if pendingInMemory > 0, room < limits.sessionShareBytes / 4 { return [] }
-        var count = 0
-        var bytes = 0
-        var index = session.outbox.index(session.outbox.startIndex, offsetBy: session.loadedCount)
-        while count < limits.readBatch, index != session.outbox.endIndex {
-            let next = session.outbox[index].bytes
-            guard (count == 0 && fits(next, session))
-                || (windowBytes + bytes + next <= limits.memoryBudgetBytes
-                    && session.windowBytes + bytes + next <= limits.sessionShareBytes) else { break }
-            count += 1
-            bytes += next
-            index = session.outbox.index(after: index)
-        }
-        guard count > 0 else {
+        // The one message of an empty budget always may come, however large.
+        guard room > 0 || windowBytes == 0 else {
             budgetWaiters.insert(session.id)
             return []
         }
         budgetWaiters.remove(session.id)
-        let after = session.loadedCount == 0
-            ? session.outbox[session.outbox.startIndex].seq - 1
-            : session.outbox[session.outbox.index(session.outbox.startIndex, offsetBy: session.loadedCount - 1)].seq
+        let reserved = max(room, 0)
         let token = takeToken()
-        session.outboundLoad = Session.Load(token: token, reserved: bytes)
-        windowBytes += bytes
-        return [.loadOutbound(session: session.id, after: after, limit: count, maxBytes: bytes, token: token)]
+        session.outboundLoad = Session.Load(token: token, reserved: reserved)
+        windowBytes += reserved
+        return [.loadOutbound(session: session.id, after: session.loadedThroughSeq, limit: limits.readBatch,
+                              maxBytes: max(reserved, 1), token: token)]
     }
 
     /// Reads the next inbound messages from the store for an attached, reading client.
@@ -814,16 +851,19 @@ extension SessionRouter {
                 let bytes = next.payload.readableBytes
                 session.storingOutBytes -= bytes
                 session.outboxBytes += bytes
-                // The window keeps it when everything before it is in memory too and there is
-                // room; otherwise it is read back from the store when its turn comes.
-                let keep = session.loadedCount == session.outbox.count && session.outboundLoad == nil && !session.isFailed
-                    && fits(bytes, session)
-                session.outbox.append(.init(seq: session.sentSeq, bytes: bytes, deadlineMS: next.deadlineMS, mayBeHeld: false,
-                                            payload: keep ? next.payload : nil))
+                // The window keeps it when everything before it is in memory too, nothing reads or
+                // gives up after the window, and there is room; otherwise it is read back from the
+                // store when its turn comes.
+                let keep = session.outboxWindow.count == session.outboxStored && session.outboundLoad == nil
+                    && session.expiring == nil && session.locating == nil && !session.isFailed && fits(bytes, session)
+                session.outboxStored += 1
                 if keep {
-                    session.loadedCount += 1
+                    session.outboxWindow.append(.init(seq: session.sentSeq, payload: next.payload, deadlineMS: next.deadlineMS))
+                    session.loadedThroughSeq = session.sentSeq
                     session.loadedBytes += bytes
                     windowBytes += bytes
+                } else if let deadline = next.deadlineMS {
+                    session.storeDeadlineMS = min(session.storeDeadlineMS ?? deadline, deadline)
                 }
                 if let deadline = next.deadlineMS {
                     sessionsWithTTL.insert(id)
@@ -858,11 +898,10 @@ extension SessionRouter {
         defer { sessions[id] = session }
         var actions: [SessionAction] = []
         let now = clock()
-        while session.transmittedCount < session.outbox.count {
+        while session.transmittedCount < session.outboxWindow.count {
             if let window = session.sendWindow, session.transmittedCount >= Int(window) { break }
-            let index = session.outbox.index(session.outbox.startIndex, offsetBy: session.transmittedCount)
-            let message = session.outbox[index]
-            if !message.mayBeHeld, let deadline = message.deadlineMS, deadline <= now {
+            let message = session.outboxWindow[session.outboxWindow.index(session.outboxWindow.startIndex, offsetBy: session.transmittedCount)]
+            if message.seq > session.heldThroughSeq, let deadline = message.deadlineMS, deadline <= now {
                 actions += giveUp(&session, at: session.transmittedCount, code: .expired, reason: "its TTL passed before it reached the server")
                 continue
             }
@@ -871,12 +910,10 @@ extension SessionRouter {
                                   reason: "\(message.bytes) bytes exceed the server's MAX_FRAME of \(link.maxFrame) bytes")
                 continue
             }
-            // The rest of the window is still in the store (or being read).
-            guard session.transmittedCount < session.loadedCount, let payload = message.payload else { break }
-            session.outbox[index].mayBeHeld = true
+            session.heldThroughSeq = max(session.heldThroughSeq, message.seq)
             session.transmittedCount += 1
             let wireSeq = session.wireAckedSeq + UInt64(session.transmittedCount)
-            actions.append(.send(.data(DataFrame(session: id, seq: wireSeq, body: payload))))
+            actions.append(.send(.data(DataFrame(session: id, seq: wireSeq, body: message.payload))))
         }
         actions += refillOutbound(&session)
         return actions
@@ -885,48 +922,71 @@ extension SessionRouter {
     /// Forgets the outbox entry at `offset` (not on the current link, not held by the server)
     /// and tells its client once that is stored.
     private mutating func giveUp(_ session: inout Session, at offset: Int, code: IPCErrorCode, reason: String) -> [SessionAction] {
-        let entry = session.outbox.remove(at: session.outbox.index(session.outbox.startIndex, offsetBy: offset))
+        let entry = session.outboxWindow.remove(at: session.outboxWindow.index(session.outboxWindow.startIndex, offsetBy: offset))
         session.givenUp += 1
+        session.outboxStored -= 1
         session.outboxBytes -= entry.bytes
         outboxBytesByUID[session.owner, default: 0] -= entry.bytes
-        if offset < session.loadedCount {
-            session.loadedCount -= 1
-            session.loadedBytes -= entry.bytes
-            windowBytes -= entry.bytes
-        }
+        session.loadedBytes -= entry.bytes
+        windowBytes -= entry.bytes
         return [.persist(.giveUpOutbound(session: session.id, seq: entry.seq),
                          then: .givenUp(session: session.id, seq: entry.seq, code: code, reason: reason))]
     }
 
     /// Gives up the session's messages whose TTL passed and that the server
     /// is known not to have; returns the next deadline still ahead, if any.
+    /// The window is looked at here; after it, the store finds them (`expireStored`).
     private mutating func expire(_ id: UInt64, now: Int64) -> (actions: [SessionAction], next: Int64?) {
         guard sessions[id] != nil else {
             sessionsWithTTL.remove(id)
             return ([], nil)
         }
         var session = take(id)
+        defer { sessions[id] = session }
+        // An OPEN_OK waiting for the store: the window must stay as LAST_ACKED found it.
+        if session.locating != nil { return ([], nil) }
         var actions: [SessionAction] = []
         var next: Int64?
         var waiting = false
         var offset = session.transmittedCount  // those before are on the current link: the server decides them
-        while offset < session.outbox.count {
-            let entry = session.outbox[session.outbox.index(session.outbox.startIndex, offsetBy: offset)]
+        while offset < session.outboxWindow.count {
+            let entry = session.outboxWindow[session.outboxWindow.index(session.outboxWindow.startIndex, offsetBy: offset)]
             if let deadline = entry.deadlineMS {
-                if !entry.mayBeHeld, deadline <= now {
+                if entry.seq > session.heldThroughSeq, deadline <= now {
                     actions += giveUp(&session, at: offset, code: .expired, reason: "its TTL passed before it reached the server")
                     continue
                 }
                 waiting = true
-                if !entry.mayBeHeld { next = min(next ?? deadline, deadline) }
+                if entry.seq > session.heldThroughSeq { next = min(next ?? deadline, deadline) }
             }
             offset += 1
         }
-        if !waiting, !session.outbox.prefix(session.transmittedCount).contains(where: { $0.deadlineMS != nil }) {
+        actions += expireStored(&session, now: now)
+        if let deadline = session.storeDeadlineMS {
+            waiting = true
+            if deadline > now { next = min(next ?? deadline, deadline) }
+        }
+        if !waiting, session.expiring == nil,
+           !session.outboxWindow.prefix(session.transmittedCount).contains(where: { $0.deadlineMS != nil }) {
             sessionsWithTTL.remove(id)
         }
-        sessions[id] = session
         return (actions, next)
+    }
+
+    /// Asks the store to give up the expired messages after the window, when one may have
+    /// expired and nothing else reads or changes what is after the window meanwhile.
+    /// (Before a restart's first OPEN_OK the server may hold them all: nothing expires.)
+    private mutating func expireStored(_ session: inout Session, now: Int64) -> [SessionAction] {
+        guard session.expiring == nil else { return [] }
+        guard session.outboxWindow.count < session.outboxStored else {
+            session.storeDeadlineMS = nil  // everything stored is in the window
+            return []
+        }
+        guard let deadline = session.storeDeadlineMS, deadline <= now, session.outboundLoad == nil, session.locating == nil,
+              session.heldThroughSeq <= session.loadedThroughSeq else { return [] }
+        let token = takeToken()
+        session.expiring = token
+        return [.expireOutbound(session: session.id, after: session.loadedThroughSeq, nowMS: now, limit: limits.expiryBatch, token: token)]
     }
 
     /// The TTL timer fired: give up what is due, everywhere.
@@ -945,42 +1005,46 @@ extension SessionRouter {
 
     /// The server holds everything up to wire seq `wireSeq`: drop it, record
     /// it (as the IPC seq of the last message it covers), and tell the client once stored.
-    private mutating func advanceAcked(_ id: UInt64, toWire wireSeq: UInt64) -> [SessionAction] {
+    /// What it covers after the window (only an OPEN_OK after a restart) comes as `span`.
+    private mutating func advanceAcked(_ id: UInt64, toWire wireSeq: UInt64, beyondWindow span: StoredOutboxSpan? = nil) -> [SessionAction] {
         guard let current = sessions[id]?.wireAckedSeq, wireSeq > current else { return [] }
         var session = take(id)
-        let count = Int(min(wireSeq - session.wireAckedSeq, UInt64(session.outbox.count)))
-        guard count > 0 else {
-            sessions[id] = session
-            return []
-        }
-        let seq = session.outbox[session.outbox.index(session.outbox.startIndex, offsetBy: count - 1)].seq
+        defer { sessions[id] = session }
+        let count = Int(min(wireSeq - session.wireAckedSeq, UInt64(session.outboxWindow.count)))
+        var seq = session.ackedSeq
+        var bytes = 0
         for _ in 0..<count {
-            let entry = session.outbox.removeFirst()
-            session.outboxBytes -= entry.bytes
-            outboxBytesByUID[session.owner, default: 0] -= entry.bytes
-            if entry.payload != nil {
-                session.loadedCount -= 1
-                session.loadedBytes -= entry.bytes
-                windowBytes -= entry.bytes
-            }
+            let entry = session.outboxWindow.removeFirst()
+            seq = entry.seq
+            bytes += entry.bytes
         }
+        session.loadedBytes -= bytes
+        windowBytes -= bytes
+        var covered = count
+        if let span, span.count > 0 {
+            seq = span.lastSeq
+            bytes += span.bytes
+            covered += span.count
+        }
+        guard covered > 0 else { return [] }
+        session.outboxStored -= covered
+        session.outboxBytes -= bytes
+        outboxBytesByUID[session.owner, default: 0] -= bytes
         session.ackedSeq = seq
-        session.wireAckedSeq += UInt64(count)
+        session.loadedThroughSeq = max(session.loadedThroughSeq, seq)
+        session.wireAckedSeq += UInt64(covered)
         session.transmittedCount = max(0, session.transmittedCount - count)
-        sessions[id] = session
         return [.persist(.markAcked(session: id, seq: seq), then: .ackedStored(session: id, seq: seq))]
     }
 
     private mutating func openOK(_ ok: OpenOK) -> [SessionAction] {
-        guard sessions[ok.session]?.upstream == .opening else {
+        guard let session = sessions[ok.session], session.upstream == .opening, session.locating == nil else {
             return [.log(.debug, "OPEN_OK for session \(ok.session), which is not being opened")]
         }
-        // Taken out while it changes: a copy held across `advanceAcked` would copy the outbox.
-        var session = take(ok.session)
         var actions: [SessionAction] = []
         // LAST_ACKED is a wire seq (see `Session`).
         var lastAcked = ok.lastAcked
-        let highest = session.wireAckedSeq + UInt64(session.outbox.count)
+        let highest = session.wireAckedSeq + UInt64(session.outboxStored)
         if lastAcked > highest {
             actions.append(.log(.warning, "session \(ok.session): server claims wire seq \(lastAcked) but only \(highest) were sent"))
             lastAcked = highest
@@ -988,27 +1052,45 @@ extension SessionRouter {
         if lastAcked < session.wireAckedSeq {
             actions.append(.log(.warning, "session \(ok.session): server lost wire seqs \(lastAcked + 1)…\(session.wireAckedSeq), which it had acknowledged"))
         }
-        session.upstream = .open
-        session.transmittedCount = 0
-        session.sendWindow = link?.flow == true ? (ok.window ?? Session.defaultWindow) : nil
-        sessions[ok.session] = session
-        actions += advanceAcked(ok.session, toWire: lastAcked)
+        let covered = lastAcked > session.wireAckedSeq ? Int(lastAcked - session.wireAckedSeq) : 0
+        guard covered > session.outboxWindow.count else {
+            return actions + completeOpenOK(ok.session, lastAcked: lastAcked, window: ok.window, beyondWindow: nil)
+        }
+        // After a restart nothing is read back yet: the store says which seqs (gaps of
+        // messages given up included) and how many bytes the acknowledged messages are.
+        var pending = take(ok.session)
+        if let load = pending.outboundLoad {
+            windowBytes -= load.reserved
+            pending.outboundLoad = nil
+        }
+        let token = takeToken()
+        pending.locating = Session.PendingOpenOK(token: token, lastAcked: lastAcked, window: ok.window)
+        let after = pending.loadedThroughSeq
+        sessions[ok.session] = pending
+        return actions + [.locateOutbound(session: ok.session, after: after, count: covered - pending.outboxWindow.count, token: token)]
+    }
+
+    /// The session is open upstream: what the server holds is acknowledged, the rest is sent.
+    private mutating func completeOpenOK(_ id: UInt64, lastAcked: UInt64, window: UInt32?, beyondWindow span: StoredOutboxSpan?) -> [SessionAction] {
+        var actions: [SessionAction] = []
+        sessions[id]?.upstream = .open
+        sessions[id]?.transmittedCount = 0
+        sessions[id]?.sendWindow = link?.flow == true ? (window ?? Session.defaultWindow) : nil
+        actions += advanceAcked(id, toWire: lastAcked, beyondWindow: span)
         // The server lacks everything after LAST_ACKED: from now on their TTLs count.
-        session = take(ok.session)
-        for index in session.outbox.indices { session.outbox[index].mayBeHeld = false }
-        sessions[ok.session] = session
-        if sessionsWithTTL.contains(ok.session) {
-            let (expired, next) = expire(ok.session, now: clock())
+        if let acked = sessions[id]?.ackedSeq { sessions[id]?.heldThroughSeq = acked }
+        if sessionsWithTTL.contains(id) {
+            let (expired, next) = expire(id, now: clock())
             actions += expired
             if let next { actions.append(.expireAt(next)) }
         }
-        if let (client, change) = sessions[ok.session].map({ ($0.attachedClient, SessionChange(.state, $0)) }) {
+        if let (client, change) = sessions[id].map({ ($0.attachedClient, SessionChange(.state, $0)) }) {
             if let client {
-                actions.append(.event(client: client, .sessionState(.init(session: ok.session, state: change.state))))
+                actions.append(.event(client: client, .sessionState(.init(session: id, state: change.state))))
             }
             actions.append(.watch(change))
         }
-        actions += transmit(ok.session)
+        actions += transmit(id)
         return actions
     }
 

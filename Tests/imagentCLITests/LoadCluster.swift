@@ -15,6 +15,8 @@ final class LoadCluster: @unchecked Sendable {
     private(set) var server: ChildProcess?
     private(set) var daemon: ChildProcess?
     private var loadgens: [ChildProcess] = []
+    /// TOML tables appended to the daemon's configuration (set before `startDaemon`'s first call).
+    var extraConfiguration = ""
     private let lock = NSLock()
 
     static let binaries = ImagentProcess.binary.deletingLastPathComponent()
@@ -131,6 +133,7 @@ final class LoadCluster: @unchecked Sendable {
                 watch = false
                 [log]
                 level = "warning"
+                \(extraConfiguration)
                 """.write(toFile: configPath, atomically: true, encoding: .utf8)
         }
         // A killed daemon leaves its socket file; waiting for it to exist must mean the new one's.
@@ -242,8 +245,9 @@ final class LoadCluster: @unchecked Sendable {
 }
 
 /// Runs `body` with a new cluster (server and daemon started) and always stops it.
-func withLoadCluster<Result>(_ body: (LoadCluster) async throws -> Result) async throws -> Result {
+func withLoadCluster<Result>(configuration: String = "", _ body: (LoadCluster) async throws -> Result) async throws -> Result {
     let cluster = try LoadCluster()
+    cluster.extraConfiguration = configuration
     do {
         try await cluster.startServer()
         try await cluster.startDaemon()

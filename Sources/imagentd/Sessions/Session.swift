@@ -61,6 +61,14 @@ struct Session {
         case failed(code: UInt16, message: String)
     }
 
+    /// What one message in a window costs beside its payload (its entry, the buffer's
+    /// header, the allocator's rounding): counted against the memory budget, so that a
+    /// window of small messages cannot hold several times the budget in bookkeeping.
+    static let windowEntryOverhead = 128
+
+    /// A message's share of the memory budget while it is in a window.
+    static func windowCost(_ payload: ByteBuffer) -> Int { payload.readableBytes + windowEntryOverhead }
+
     /// The window a sender starts with when none was announced (`wire.md` §5).
     static let defaultWindow: UInt32 = 1024
 
@@ -104,7 +112,7 @@ struct Session {
     /// Every seq up to this one may be held by the server (written on some link, or restored
     /// after a restart, and not denied by an OPEN_OK since): those must not be given up.
     var heldThroughSeq: UInt64 = 0
-    /// Payload bytes of `outboxWindow`.
+    /// What `outboxWindow` costs of the budget (`windowCost`).
     var loadedBytes = 0
     /// The outbox read from the store under way, if any (for messages after `loadedThroughSeq`).
     var outboundLoad: Load?
@@ -138,7 +146,7 @@ struct Session {
     var dispatchedSeq: UInt64 = 0
     /// The inbound window: messages `dispatchedSeq + 1 …` in seq order (at most up to `receivedSeq`).
     var inbox = Session.emptyQueue
-    /// Their payload bytes.
+    /// What they cost of the budget (`windowCost`).
     var inboxWindowBytes = 0
     /// The inbox read from the store under way, if any (for the seqs after the window).
     var inboundLoad: Load?

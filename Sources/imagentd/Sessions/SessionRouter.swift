@@ -70,6 +70,9 @@ struct SessionRouter<Random: RandomNumberGenerator> {
     private var closeUpstream: Set<UInt64> = []
     /// Clients whose channel is full: no MESSAGE until they drain.
     private var blockedClients: Set<UInt64> = []
+    /// The sessions (in `sessions`) attached to each client: a client's events touch its
+    /// sessions only, never a scan of every session.
+    private var sessionsByClient: [UInt64: Set<UInt64>] = [:]
     /// Attaches (OPEN of an existing session) waiting for SENDs still being stored: OPENED's
     /// SENT_SEQ must count every message that will be ACCEPTED, or a client resuming after it
     /// would send those again.
@@ -150,6 +153,7 @@ struct SessionRouter<Random: RandomNumberGenerator> {
             }
             if let priority = open.priority { session.priority = priority }
             session.attachedClient = client.id
+            sessionsByClient[client.id, default: []].insert(id)
             // Redelivery starts after what a client acknowledged, whatever was sent before.
             session.dispatchedSeq = session.deliveredSeq
             resetInboundWindow(&session)
@@ -175,6 +179,7 @@ struct SessionRouter<Random: RandomNumberGenerator> {
                 return [.fail(client: client.id, request: request, .sessionBusy, "session \(id) is not attached to this client")]
             }
             session.attachedClient = nil
+            detachIndex(client.id, id)
             resetInboundWindow(&session)
             sessions[id] = session
             return finish([.reply(client: client.id, request: request, .ok(.init())),
@@ -261,8 +266,8 @@ struct SessionRouter<Random: RandomNumberGenerator> {
         // the client had from an earlier attach) reaches into it.
         while let first = session.inbox.first, first.seq <= seq {
             session.inbox.removeFirst()
-            session.inboxWindowBytes -= first.payload.readableBytes
-            windowBytes -= first.payload.readableBytes
+            session.inboxWindowBytes -= Session.windowCost(first.payload)
+            windowBytes -= Session.windowCost(first.payload)
         }
         session.deliveredSeq = seq
         session.dispatchedSeq = max(session.dispatchedSeq, seq)
@@ -287,7 +292,7 @@ struct SessionRouter<Random: RandomNumberGenerator> {
             attachesAwaitingStores[id] = kept.isEmpty ? nil : kept
         }
         var actions: [SessionAction] = []
-        for id in sessionIDsByPriority where sessions[id]?.attachedClient == clientID {
+        for id in byPriority(sessionsByClient.removeValue(forKey: clientID) ?? []) {
             var session = take(id)
             session.attachedClient = nil
             resetInboundWindow(&session)
@@ -309,7 +314,7 @@ struct SessionRouter<Random: RandomNumberGenerator> {
         }
         blockedClients.remove(clientID)
         var actions: [SessionAction] = []
-        for id in sessionIDsByPriority where sessions[id]?.attachedClient == clientID {
+        for id in byPriority(sessionsByClient[clientID] ?? []) {
             actions += deliver(id)
         }
         return actions
@@ -370,7 +375,7 @@ struct SessionRouter<Random: RandomNumberGenerator> {
 
     /// LINK_STATE to every client with a session attached.
     func linkStateChanged(_ state: LinkStateValue) -> [SessionAction] {
-        Set(sessions.values.compactMap(\.attachedClient)).sorted().map { .event(client: $0, .linkState(.init(state: state))) }
+        sessionsByClient.keys.sorted().map { .event(client: $0, .linkState(.init(state: state))) }
     }
 
     /// A session frame from the server (DATA bodies already inflated).
@@ -445,6 +450,7 @@ struct SessionRouter<Random: RandomNumberGenerator> {
             if session.attachedClient == client {
                 actions.append(.reply(client: client, request: request, .opened(opened(session))))
             }
+            if let attached = session.attachedClient { sessionsByClient[attached, default: []].insert(id) }
             if link != nil {
                 session.upstream = .opening
                 actions.append(.send(.open(openFrame(session))))
@@ -519,8 +525,8 @@ struct SessionRouter<Random: RandomNumberGenerator> {
             for message in messages where message.seq > session.loadedThroughSeq && session.outboxWindow.count < session.outboxStored {
                 session.outboxWindow.append(Session.OutboundEntry(seq: message.seq, payload: message.payload, deadlineMS: message.deadlineMS))
                 session.loadedThroughSeq = message.seq
-                session.loadedBytes += message.payload.readableBytes
-                windowBytes += message.payload.readableBytes
+                session.loadedBytes += Session.windowCost(message.payload)
+                windowBytes += Session.windowCost(message.payload)
                 added += 1
             }
             // An expiry that waited for this read.
@@ -599,8 +605,8 @@ struct SessionRouter<Random: RandomNumberGenerator> {
         case .success(let messages):
             for message in messages where message.seq == session.dispatchedSeq + UInt64(session.inbox.count) + 1 {
                 session.inbox.append(message)
-                session.inboxWindowBytes += message.payload.readableBytes
-                windowBytes += message.payload.readableBytes
+                session.inboxWindowBytes += Session.windowCost(message.payload)
+                windowBytes += Session.windowCost(message.payload)
             }
             sessions[id] = session
             if session.inbox.isEmpty {
@@ -683,6 +689,18 @@ extension SessionRouter {
         sessions.map { (priority: $0.value.priority.rawValue, id: $0.key) }.sorted { ($0.priority, $0.id) < ($1.priority, $1.id) }.map(\.id)
     }
 
+    /// `ids` of sessions in the table in the same order.
+    private func byPriority(_ ids: Set<UInt64>) -> [UInt64] {
+        ids.compactMap { id in sessions[id].map { (priority: $0.priority.rawValue, id: id) } }
+            .sorted { ($0.priority, $0.id) < ($1.priority, $1.id) }.map(\.id)
+    }
+
+    /// Session `id` is no longer attached to `client`.
+    private mutating func detachIndex(_ client: UInt64, _ id: UInt64) {
+        sessionsByClient[client]?.remove(id)
+        if sessionsByClient[client]?.isEmpty == true { sessionsByClient[client] = nil }
+    }
+
     private func opened(_ session: Session) -> IPCMessage.Opened {
         IPCMessage.Opened(session: session.id, sessionState: session.state, sentSeq: session.sentSeq,
                           ackedSeq: session.ackedSeq, deliveredSeq: session.deliveredSeq)
@@ -697,6 +715,7 @@ extension SessionRouter {
     private mutating func closeLocally(_ id: UInt64, tellUpstream: Bool, reason: String,
                                        then continuation: PersistContinuation) -> [SessionAction] {
         guard var session = sessions.removeValue(forKey: id) else { return [] }
+        if let client = session.attachedClient { detachIndex(client, id) }
         releaseWindows(&session)
         budgetWaiters.remove(id)
         outboxBytesByUID[session.owner, default: 0] -= session.outboxTotalBytes
@@ -806,7 +825,7 @@ extension SessionRouter {
 
     /// `sessionsActive` whenever whether any client holds a session changes.
     private mutating func finish(_ actions: [SessionAction]) -> [SessionAction] {
-        let active = sessions.values.contains { $0.attachedClient != nil } || creating.values.contains { $0.attachedClient != nil }
+        let active = !sessionsByClient.isEmpty || creating.values.contains { $0.attachedClient != nil }
         guard active != reportedActive else { return actions }
         reportedActive = active
         return actions + [.sessionsActive(active)]
@@ -854,14 +873,15 @@ extension SessionRouter {
                 // The window keeps it when everything before it is in memory too, nothing reads or
                 // gives up after the window, and there is room; otherwise it is read back from the
                 // store when its turn comes.
+                let cost = Session.windowCost(next.payload)
                 let keep = session.outboxWindow.count == session.outboxStored && session.outboundLoad == nil
-                    && session.expiring == nil && session.locating == nil && !session.isFailed && fits(bytes, session)
+                    && session.expiring == nil && session.locating == nil && !session.isFailed && fits(cost, session)
                 session.outboxStored += 1
                 if keep {
                     session.outboxWindow.append(.init(seq: session.sentSeq, payload: next.payload, deadlineMS: next.deadlineMS))
                     session.loadedThroughSeq = session.sentSeq
-                    session.loadedBytes += bytes
-                    windowBytes += bytes
+                    session.loadedBytes += cost
+                    windowBytes += cost
                 } else if let deadline = next.deadlineMS {
                     session.storeDeadlineMS = min(session.storeDeadlineMS ?? deadline, deadline)
                 }
@@ -880,7 +900,8 @@ extension SessionRouter {
 
     /// The OPENEDs that waited for the session's SENDs in flight, once none is left.
     private mutating func releaseAttaches(_ id: UInt64) -> [SessionAction] {
-        guard let session = sessions[id], session.assignedSeq == session.sentSeq,
+        // Looked up first: on the message path there is nothing waiting, and no session to copy.
+        guard attachesAwaitingStores[id] != nil, let session = sessions[id], session.assignedSeq == session.sentSeq,
               let waiting = attachesAwaitingStores.removeValue(forKey: id) else { return [] }
         var actions: [SessionAction] = []
         for waiter in waiting where session.attachedClient == waiter.client {
@@ -927,8 +948,8 @@ extension SessionRouter {
         session.outboxStored -= 1
         session.outboxBytes -= entry.bytes
         outboxBytesByUID[session.owner, default: 0] -= entry.bytes
-        session.loadedBytes -= entry.bytes
-        windowBytes -= entry.bytes
+        session.loadedBytes -= Session.windowCost(entry.payload)
+        windowBytes -= Session.windowCost(entry.payload)
         return [.persist(.giveUpOutbound(session: session.id, seq: entry.seq),
                          then: .givenUp(session: session.id, seq: entry.seq, code: code, reason: reason))]
     }
@@ -1013,13 +1034,15 @@ extension SessionRouter {
         let count = Int(min(wireSeq - session.wireAckedSeq, UInt64(session.outboxWindow.count)))
         var seq = session.ackedSeq
         var bytes = 0
+        var cost = 0
         for _ in 0..<count {
             let entry = session.outboxWindow.removeFirst()
             seq = entry.seq
             bytes += entry.bytes
+            cost += Session.windowCost(entry.payload)
         }
-        session.loadedBytes -= bytes
-        windowBytes -= bytes
+        session.loadedBytes -= cost
+        windowBytes -= cost
         var covered = count
         if let span, span.count > 0 {
             seq = span.lastSeq
@@ -1216,10 +1239,11 @@ extension SessionRouter {
                 storingInBytes -= bytes
                 // A blocked client counts as reading: it drains soon, and the window bounds what waits.
                 if session.attachedClient != nil, session.inboundLoad == nil,
-                   session.dispatchedSeq + UInt64(session.inbox.count) + 1 == session.receivedSeq, fits(bytes, session) {
+                   session.dispatchedSeq + UInt64(session.inbox.count) + 1 == session.receivedSeq,
+                   fits(Session.windowCost(next.payload), session) {
                     session.inbox.append((session.receivedSeq, next.payload))
-                    session.inboxWindowBytes += bytes
-                    windowBytes += bytes
+                    session.inboxWindowBytes += Session.windowCost(next.payload)
+                    windowBytes += Session.windowCost(next.payload)
                 }
             }
             var actions: [SessionAction] = []
@@ -1290,15 +1314,17 @@ extension SessionRouter {
         var taken = take(id)
         var batch: [(seq: UInt64, payload: ByteBuffer)] = []
         var bytes = 0
+        var cost = 0
         while batch.count < limits.deliveryBatch, let first = taken.inbox.first,
               batch.isEmpty || bytes + first.payload.readableBytes <= limits.deliveryBatchBytes {
             taken.inbox.removeFirst()
             batch.append(first)
             bytes += first.payload.readableBytes
+            cost += Session.windowCost(first.payload)
         }
         taken.dispatchedSeq += UInt64(batch.count)
-        taken.inboxWindowBytes -= bytes
-        windowBytes -= bytes
+        taken.inboxWindowBytes -= cost
+        windowBytes -= cost
         var actions: [SessionAction] = batch.isEmpty ? [] : [.deliver(client: client, session: id, batch)]
         actions += refillInbound(&taken)
         sessions[id] = taken

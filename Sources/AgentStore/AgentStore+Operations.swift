@@ -70,6 +70,25 @@ extension AgentStore {
         }
     }
 
+    /// Gives up up to `limit` outbound messages of `session` after seq `after` whose expiry
+    /// is at or before `nowMS` (counted in `givenUp`), and returns them with the next expiry
+    /// after `after` still ahead. One indexed range of the session's messages with a TTL.
+    public func giveUpExpiredOutbound(session: UInt64, after: UInt64, nowMS: Int64, limit: Int,
+                                      on loop: EventLoop) -> EventLoopFuture<ExpiredOutbound> {
+        single(.giveUpExpiredOutbound(session: session, after: after, nowMS: nowMS, limit: limit), on: loop) { result in
+            guard case .expiredOutbound(let expired) = result else { return nil }
+            return expired
+        }
+    }
+
+    /// The last seq and the bytes of the first `count` outbound messages after `after`.
+    public func outboundSpan(session: UInt64, after: UInt64, count: Int, on loop: EventLoop) -> EventLoopFuture<OutboundSpan> {
+        single(.outboundSpan(session: session, after: after, count: count), on: loop) { result in
+            guard case .outboundSpan(let span) = result else { return nil }
+            return span
+        }
+    }
+
     /// Sets a metadata value (nil removes the key).
     public func setMetadata(_ value: String?, forKey key: String, on loop: EventLoop) -> EventLoopFuture<Void> {
         done(.setMetadata(key: key, value: value), on: loop)

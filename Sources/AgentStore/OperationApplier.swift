@@ -64,7 +64,10 @@ final class OperationApplier {
     private let selectInboxAfter: SQLiteStatement
     private let selectAllOutbox: SQLiteStatement
     private let selectAllInbox: SQLiteStatement
-    private let selectOutboxIndex: SQLiteStatement
+    private let selectOutboxTotals: SQLiteStatement
+    private let selectSessionExpired: SQLiteStatement
+    private let selectSessionNextExpiry: SQLiteStatement
+    private let selectOutboxSpan: SQLiteStatement
     private let selectInboxBytes: SQLiteStatement
 
     private static let sessionColumns =
@@ -112,8 +115,19 @@ final class OperationApplier {
         selectAllOutbox = try database.prepare("SELECT session, seq, payload, expires_ms FROM outbox ORDER BY session, seq")
         selectAllInbox = try database.prepare("SELECT session, seq, payload FROM inbox ORDER BY session, seq")
         // length() of a BLOB reads its size from the record header, not its (overflow) pages.
-        selectOutboxIndex = try database.prepare(
-            "SELECT session, seq, length(payload), expires_ms FROM outbox ORDER BY session, seq")
+        selectOutboxTotals = try database.prepare(
+            "SELECT session, count(*), sum(length(payload)), min(expires_ms) FROM outbox GROUP BY session")
+        // INDEXED BY: the primary key would serve `seq > ?` too, by a scan of the whole queue.
+        selectSessionExpired = try database.prepare("""
+            SELECT seq, length(payload), expires_ms FROM outbox INDEXED BY outbox_session_expiry
+            WHERE session = ? AND expires_ms IS NOT NULL AND expires_ms <= ? AND seq > ? ORDER BY expires_ms LIMIT ?
+            """)
+        selectSessionNextExpiry = try database.prepare("""
+            SELECT expires_ms FROM outbox INDEXED BY outbox_session_expiry
+            WHERE session = ? AND expires_ms IS NOT NULL AND seq > ? ORDER BY expires_ms LIMIT 1
+            """)
+        selectOutboxSpan = try database.prepare(
+            "SELECT seq, length(payload) FROM outbox WHERE session = ? AND seq > ? ORDER BY seq LIMIT ?")
         selectInboxBytes = try database.prepare("SELECT session, sum(length(payload)) FROM inbox GROUP BY session")
     }
 
@@ -155,6 +169,10 @@ final class OperationApplier {
             // Only a message still stored counts: giving one up twice changes nothing.
             try updateGivenUp.run([.integer(Int64(database.changes)), id])
             return .done
+        case .giveUpExpiredOutbound(let session, let after, let nowMS, let limit):
+            return .expiredOutbound(try giveUpExpiredOutbound(session: session, after: after, nowMS: nowMS, limit: limit))
+        case .outboundSpan(let session, let after, let count):
+            return .outboundSpan(try outboundSpan(session: session, after: after, count: count))
         case .setMetadata(let key, let value):
             if let value {
                 try upsertMetadata.run([.text(key), .text(value)])
@@ -361,6 +379,41 @@ final class OperationApplier {
         return expired
     }
 
+    private func giveUpExpiredOutbound(session: UInt64, after: UInt64, nowMS: Int64, limit: Int) throws -> ExpiredOutbound {
+        _ = try counters(session)
+        let id = SQLiteValue.integer(Int64(bitPattern: session))
+        var expired: [OutboundIndexEntry] = []
+        do {
+            defer { selectSessionExpired.reset() }
+            try selectSessionExpired.bind([id, .integer(nowMS), .integer(Int64(bitPattern: after)), .integer(Int64(limit))])
+            while try selectSessionExpired.step() {
+                expired.append(OutboundIndexEntry(seq: UInt64(bitPattern: selectSessionExpired.integer(at: 0)),
+                                                  bytes: Int(selectSessionExpired.integer(at: 1)),
+                                                  expiresAtMS: selectSessionExpired.integer(at: 2)))
+            }
+        }
+        for message in expired { try deleteOutboxOne.run([id, .integer(Int64(bitPattern: message.seq))]) }
+        if !expired.isEmpty { try updateGivenUp.run([.integer(Int64(expired.count)), id]) }
+        // EXPIRED events go out in seq order.
+        expired.sort { $0.seq < $1.seq }
+        defer { selectSessionNextExpiry.reset() }
+        try selectSessionNextExpiry.bind([id, .integer(Int64(bitPattern: after))])
+        let next = try selectSessionNextExpiry.step() ? selectSessionNextExpiry.integer(at: 0) : nil
+        return ExpiredOutbound(messages: expired, nextExpiryMS: next)
+    }
+
+    private func outboundSpan(session: UInt64, after: UInt64, count: Int) throws(SQLiteError) -> OutboundSpan {
+        defer { selectOutboxSpan.reset() }
+        try selectOutboxSpan.bind([.integer(Int64(bitPattern: session)), .integer(Int64(bitPattern: after)), .integer(Int64(count))])
+        var span = OutboundSpan(count: 0, lastSeq: after, bytes: 0)
+        while try selectOutboxSpan.step() {
+            span.count += 1
+            span.lastSeq = UInt64(bitPattern: selectOutboxSpan.integer(at: 0))
+            span.bytes += Int(selectOutboxSpan.integer(at: 1))
+        }
+        return span
+    }
+
     private func outbound(session: UInt64, after: UInt64, limit: Int, maxBytes: Int) throws(SQLiteError) -> [OutboundMessage] {
         defer { selectOutboxAfter.reset() }
         try selectOutboxAfter.bind([.integer(Int64(bitPattern: session)), .integer(Int64(bitPattern: after)),
@@ -482,12 +535,12 @@ final class OperationApplier {
         let (records, position) = try loadRecords()
         var sessions = records.map { IndexedSession(record: $0) }
         do {
-            defer { selectOutboxIndex.reset() }
-            while try selectOutboxIndex.step() {
-                guard let index = position[UInt64(bitPattern: selectOutboxIndex.integer(at: 0))] else { continue }
-                sessions[index].outbox.append(OutboundIndexEntry(
-                    seq: UInt64(bitPattern: selectOutboxIndex.integer(at: 1)), bytes: Int(selectOutboxIndex.integer(at: 2)),
-                    expiresAtMS: selectOutboxIndex.isNull(at: 3) ? nil : selectOutboxIndex.integer(at: 3)))
+            defer { selectOutboxTotals.reset() }
+            while try selectOutboxTotals.step() {
+                guard let index = position[UInt64(bitPattern: selectOutboxTotals.integer(at: 0))] else { continue }
+                sessions[index].outboxCount = Int(selectOutboxTotals.integer(at: 1))
+                sessions[index].outboxBytes = Int(selectOutboxTotals.integer(at: 2))
+                sessions[index].outboxEarliestExpiryMS = selectOutboxTotals.isNull(at: 3) ? nil : selectOutboxTotals.integer(at: 3)
             }
         }
         do {

@@ -26,6 +26,13 @@ public enum StoreOperation: Sendable, Hashable {
     /// Deletes one outbound message the server never had (its TTL passed, or it is too
     /// large for the server) and counts it in the session's `givenUp`. → `.done`
     case giveUpOutbound(session: UInt64, seq: UInt64)
+    /// Gives up (deletes and counts in `givenUp`) up to `limit` outbound messages of one session
+    /// after seq `after` whose expiry is at or before `nowMS`, and finds the next expiry after
+    /// `after` still ahead: an indexed range, not a scan of the queue. → `.expiredOutbound`
+    case giveUpExpiredOutbound(session: UInt64, after: UInt64, nowMS: Int64, limit: Int)
+    /// The last seq and the payload bytes of the first `count` outbound messages after `after`
+    /// (fewer when fewer are stored): what a cumulative ACK beyond the daemon's window covers. → `.outboundSpan`
+    case outboundSpan(session: UInt64, after: UInt64, count: Int)
     /// Sets (or with nil removes) a metadata value. → `.done`
     case setMetadata(key: String, value: String?)
     /// Reads a metadata value. → `.metadata`
@@ -51,6 +58,7 @@ public enum StoreOperation: Sendable, Hashable {
         switch self {
         case .createSession, .appendOutbound, .appendInbound, .setMetadata: true
         case .allocateSessionID, .markAcked, .markDelivered, .failSession, .closeSession, .expireOutbound, .giveUpOutbound,
+             .giveUpExpiredOutbound, .outboundSpan,
              .metadata, .session, .outbound, .inbound, .load, .loadIndex: false
         }
     }
@@ -63,6 +71,8 @@ public enum StoreResult: Sendable, Hashable {
     case session(SessionRecord)
     case sessionRecord(SessionRecord?)
     case expired([ExpiredMessage])
+    case expiredOutbound(ExpiredOutbound)
+    case outboundSpan(OutboundSpan)
     case metadata(String?)
     case outbound([OutboundMessage])
     case inbound([InboundMessage])

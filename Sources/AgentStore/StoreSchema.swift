@@ -66,6 +66,14 @@ enum StoreSchema {
             ALTER TABLE sessions ADD COLUMN given_up INTEGER NOT NULL DEFAULT 0;
             """
         ),
+        Migration(
+            version: 3, summary: "outbox_session_expiry: one session's expired messages without a scan of its queue",
+            // The daemon keeps no per-message metadata in memory: it finds the messages whose
+            // TTL passed, and the next deadline, with one range of this index per session.
+            sql: """
+            CREATE INDEX outbox_session_expiry ON outbox(session, expires_ms) WHERE expires_ms IS NOT NULL;
+            """
+        ),
     ]
 
     /// The version this build writes and understands.

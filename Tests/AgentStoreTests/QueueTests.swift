@@ -29,6 +29,47 @@ struct QueueTests {
         }
     }
 
+    @Test func giveUpExpiredOutbound_takesOneSessionsExpiredRowsAfterASeq_inBatches_andCountsThem() async throws {
+        try await withStore { store, _ in
+            let session = try await store.newSession()
+            let other = try await store.newSession()
+            // Seqs 1…8; even seqs expire at 100 + seq, odd ones never; the other session's all at 50.
+            for seq in 1...8 as ClosedRange<UInt64> {
+                try await store.appendOutbound(session: session.id, seq: seq, payload: bytes("m\(seq)"),
+                                               expiresAtMS: seq % 2 == 0 ? 100 + Int64(seq) : nil, on: testLoop).get()
+                try await store.appendOutbound(session: other.id, seq: seq, payload: bytes("x"), expiresAtMS: 50, on: testLoop).get()
+            }
+            // After seq 2 (the window), by 106: seqs 4 and 6, one batch of at most 1 first.
+            let first = try await store.giveUpExpiredOutbound(session: session.id, after: 2, nowMS: 106, limit: 1, on: testLoop).get()
+            #expect(first.messages == [OutboundIndexEntry(seq: 4, bytes: 2, expiresAtMS: 104)])
+            #expect(first.nextExpiryMS == 106)
+            let second = try await store.giveUpExpiredOutbound(session: session.id, after: 2, nowMS: 106, limit: 10, on: testLoop).get()
+            #expect(second.messages.map(\.seq) == [6])
+            #expect(second.nextExpiryMS == 108)
+            #expect(try await store.outbound(session: session.id, after: 0, limit: 100, on: testLoop).get().map(\.seq) == [1, 2, 3, 5, 7, 8])
+            #expect(try await store.outbound(session: other.id, after: 0, limit: 100, on: testLoop).get().count == 8)
+            let index = try await store.loadIndex(on: testLoop).get()
+            let indexed = try #require(index.sessions.first { $0.record.id == session.id })
+            #expect(indexed.record.givenUp == 2)
+            #expect(indexed.outboxCount == 6 && indexed.outboxBytes == 12 && indexed.outboxEarliestExpiryMS == 102)
+        }
+    }
+
+    @Test func outboundSpan_countsTheFirstRowsAfterASeq_acrossGaps() async throws {
+        try await withStore { store, _ in
+            let session = try await store.newSession()
+            for seq in 1...6 as ClosedRange<UInt64> {
+                try await store.appendOutbound(session: session.id, seq: seq, payload: bytes(String(repeating: "x", count: Int(seq))),
+                                               on: testLoop).get()
+            }
+            try await store.giveUpOutbound(session: session.id, seq: 3, on: testLoop).get()
+            #expect(try await store.outboundSpan(session: session.id, after: 1, count: 3, on: testLoop).get()
+                == OutboundSpan(count: 3, lastSeq: 5, bytes: 2 + 4 + 5))
+            #expect(try await store.outboundSpan(session: session.id, after: 5, count: 3, on: testLoop).get()
+                == OutboundSpan(count: 1, lastSeq: 6, bytes: 6))
+        }
+    }
+
     @Test func markDelivered_deletesExactlyTheAcknowledgedInboundRows() async throws {
         try await withStore { store, _ in
             let session = try await store.newSession()

@@ -73,6 +73,66 @@ struct QueueMemoryTests {
         }
     }
 
+    /// The same with many small messages: memory must not grow with the queue's length either
+    /// (no entry per queued message). `IMAGENT_SMALL_QUEUE_MESSAGES` sets the total (default
+    /// 250,000 × 64 B, what a debug build queues in about a minute here; more in BENCHMARKS.md).
+    @Test(.timeLimit(.minutes(15)))
+    func manySmallMessagesQueuedWhileTheServerIsDown_restartedDaemon_memoryStaysSmall_everyMessageOnceInOrder() async throws {
+        let sessions = 10
+        let total = ProcessInfo.processInfo.environment["IMAGENT_SMALL_QUEUE_MESSAGES"].flatMap(Int.init) ?? 250_000
+        let perSession = total / sessions
+        let configuration = """
+            [limits]
+            outbox_messages = \(perSession + 1)
+            inbox_messages = \(perSession + 1)
+            """
+        try await withLoadCluster(extraConfig: configuration) { cluster in
+            try await cluster.stopServer()
+            let loadgen = try cluster.startLoadgen(tag: 2, arguments: [
+                "--sessions", "\(sessions)", "--messages", "\(perSession)", "--size", "64", "--window", "256", "--deadline", "800",
+            ])
+            var queuedPeak = 0
+            var queued = 0
+            let started = ContinuousClock.now
+            while queued < sessions * perSession {
+                #expect(ContinuousClock.now < started + .seconds(400), "only \(queued) messages queued in 400 s")
+                guard ContinuousClock.now < started + .seconds(400), loadgen.isRunning else { break }
+                queuedPeak = max(queuedPeak, cluster.daemonAnonymousRSS() ?? 0)
+                queued = try await outbox(cluster)
+                try await Task.sleep(for: .milliseconds(200))
+            }
+            queuedPeak = max(queuedPeak, cluster.daemonAnonymousRSS() ?? 0)
+            print("queued \(queued) messages of 64 B in \(ContinuousClock.now - started) with the server down; imagentd RssAnon peak \(queuedPeak >> 20) MiB")
+            #expect(queued == sessions * perSession)
+            #expect(queuedPeak > 0 && queuedPeak <= Self.rssLimit, "RssAnon \(queuedPeak) bytes while queued")
+
+            try await cluster.killAndRestartDaemon()
+            var restartedPeak = 0
+            for _ in 0..<15 {
+                restartedPeak = max(restartedPeak, cluster.daemonAnonymousRSS() ?? 0)
+                try await Task.sleep(for: .milliseconds(200))
+            }
+            let requeued = try await outbox(cluster)
+            print("after kill -9 and restart: \(requeued) messages queued; imagentd RssAnon peak \(restartedPeak >> 20) MiB")
+            #expect(requeued == sessions * perSession)
+            #expect(restartedPeak > 0 && restartedPeak <= Self.rssLimit, "RssAnon \(restartedPeak) bytes after the restart")
+
+            let drainStart = ContinuousClock.now
+            try await cluster.startServer()
+            var drainPeak = 0
+            while loadgen.isRunning, ContinuousClock.now < drainStart + .seconds(600) {
+                drainPeak = max(drainPeak, cluster.daemonAnonymousRSS() ?? 0)
+                try await Task.sleep(for: .milliseconds(200))
+            }
+            let report = try await loadgen.wait(within: .seconds(30))
+            print("drained in \(ContinuousClock.now - drainStart); imagentd RssAnon peak while draining \(drainPeak >> 20) MiB; \(report.json)")
+            #expect(report.status == 0, "\(report.json)\n\(report.stderr)\n\(cluster.tail("imagentd.log"))")
+            #expect(report.int("received") == sessions * perSession)
+            #expect(report.int("lost") == 0 && report.int("duplicated") == 0)
+            #expect(report.int("out_of_order") == 0 && report.int("seq_gaps") == 0)
+        }
+    }
+
     /// Outbound messages the daemon holds (STATUS `sessions.outbox`), over a connection of
     /// its own (no child process per poll: Foundation's Process misbehaves when run often).
     private func outbox(_ cluster: LoadCluster) async throws -> Int {

@@ -11,8 +11,15 @@ final class InMemorySessionPersistence: SessionPersistence {
     /// A session as kept here: counters and both queues with their payloads.
     private struct Kept {
         var index: StoredSession
-        var outbox: [(seq: UInt64, payload: ByteBuffer)] = []
+        var outbox: [StoredOutboundMessage] = []
         var inbox: [(seq: UInt64, payload: ByteBuffer)] = []
+
+        /// `index` with the outbox's size as it is now.
+        var stored: StoredSession {
+            StoredSession(record: index.record, ackedSeq: index.ackedSeq, deliveredSeq: index.deliveredSeq,
+                          outbox: outbox.map { StoredOutboxEntry(seq: $0.seq, bytes: $0.payload.readableBytes, deadlineMS: $0.deadlineMS) },
+                          sentSeq: index.sentSeq, receivedSeq: index.receivedSeq, givenUp: index.givenUp)
+        }
     }
     private var sessions: [UInt64: Kept] = [:]
     private var closed: Set<UInt64> = []
@@ -24,14 +31,37 @@ final class InMemorySessionPersistence: SessionPersistence {
     }
 
     func load() -> EventLoopFuture<StoredSessions> {
-        loop.makeSucceededFuture(StoredSessions(open: sessions.values.map(\.index).sorted { $0.record.id < $1.record.id },
+        loop.makeSucceededFuture(StoredSessions(open: sessions.values.map(\.stored).sorted { $0.record.id < $1.record.id },
                                                 closed: closed))
     }
 
-    func readOutbound(session: UInt64, after seq: UInt64, limit: Int, maxBytes: Int)
-        -> EventLoopFuture<[(seq: UInt64, payload: ByteBuffer)]>
-    {
-        loop.makeSucceededFuture(Self.range(sessions[session]?.outbox ?? [], after: seq, limit: limit, maxBytes: maxBytes))
+    func readOutbound(session: UInt64, after seq: UInt64, limit: Int, maxBytes: Int) -> EventLoopFuture<[StoredOutboundMessage]> {
+        let outbox = sessions[session]?.outbox ?? []
+        let read = Self.range(outbox.map { ($0.seq, $0.payload) }, after: seq, limit: limit, maxBytes: maxBytes)
+        return loop.makeSucceededFuture(Array(outbox.lazy.filter { $0.seq > seq }.prefix(read.count)))
+    }
+
+    func giveUpExpiredOutbound(session: UInt64, after seq: UInt64, nowMS: Int64, limit: Int) -> EventLoopFuture<ExpiredOutboundBatch> {
+        guard var kept = sessions[session] else {
+            return loop.makeFailedFuture(SessionPersistenceError.failed("no session \(session)"))
+        }
+        let due = kept.outbox.filter { $0.seq > seq && ($0.deadlineMS ?? .max) <= nowMS }
+            .sorted { ($0.deadlineMS!, $0.seq) < ($1.deadlineMS!, $1.seq) }.prefix(limit).map(\.seq)
+        let given = Set(due)
+        let expired = kept.outbox.filter { given.contains($0.seq) }
+            .map { StoredOutboxEntry(seq: $0.seq, bytes: $0.payload.readableBytes, deadlineMS: $0.deadlineMS) }
+        kept.outbox.removeAll { given.contains($0.seq) }
+        kept.index.givenUp += UInt64(expired.count)
+        stored -= expired.count
+        sessions[session] = kept
+        let next = kept.outbox.filter { $0.seq > seq }.compactMap(\.deadlineMS).min()
+        return loop.makeSucceededFuture(ExpiredOutboundBatch(messages: expired, nextDeadlineMS: next))
+    }
+
+    func outboundSpan(session: UInt64, after seq: UInt64, count: Int) -> EventLoopFuture<StoredOutboxSpan> {
+        let span = (sessions[session]?.outbox ?? []).lazy.filter { $0.seq > seq }.prefix(count)
+        return loop.makeSucceededFuture(StoredOutboxSpan(count: span.count, lastSeq: span.last?.seq ?? seq,
+                                                         bytes: span.reduce(0) { $0 + $1.payload.readableBytes }))
     }
 
     func readInbound(session: UInt64, after seq: UInt64, limit: Int, maxBytes: Int)
@@ -64,8 +94,7 @@ final class InMemorySessionPersistence: SessionPersistence {
     func appendOutbound(session: UInt64, seq: UInt64, payload: ByteBuffer, expiresAtMS: Int64?) -> EventLoopFuture<Void> {
         change(session) { kept in
             guard seq == kept.index.sentSeq + 1 else { throw SessionPersistenceError.failed("outbound seq \(seq) after \(kept.index.sentSeq)") }
-            kept.outbox.append((seq, payload))
-            kept.index.outbox.append(StoredOutboxEntry(seq: seq, bytes: payload.readableBytes, deadlineMS: expiresAtMS))
+            kept.outbox.append(StoredOutboundMessage(seq: seq, payload: payload, deadlineMS: expiresAtMS))
             kept.index.sentSeq = seq
             return 1
         }
@@ -75,7 +104,6 @@ final class InMemorySessionPersistence: SessionPersistence {
         change(session) { kept in
             guard let index = kept.outbox.firstIndex(where: { $0.seq == seq }) else { return 0 }
             kept.outbox.remove(at: index)
-            kept.index.outbox.removeAll { $0.seq == seq }
             kept.index.givenUp += 1
             return -1
         }
@@ -86,7 +114,6 @@ final class InMemorySessionPersistence: SessionPersistence {
             guard seq > kept.index.ackedSeq else { return 0 }
             let before = kept.outbox.count
             kept.outbox.removeAll { $0.seq <= seq }
-            kept.index.outbox.removeAll { $0.seq <= seq }
             kept.index.ackedSeq = seq
             return kept.outbox.count - before
         }

@@ -60,18 +60,30 @@ final class SQLiteSessionPersistence: SessionPersistence, Sendable {
                                                 priority: IPCPriority(rawValue: record.priority) ?? .normal,
                                                 durable: record.durable),
                     ackedSeq: record.ackedSeq, deliveredSeq: record.deliveredSeq,
-                    outbox: stored.outbox.map { StoredOutboxEntry(seq: $0.seq, bytes: $0.bytes, deadlineMS: $0.expiresAtMS) },
+                    outboxCount: stored.outboxCount, outboxBytes: stored.outboxBytes, earliestDeadlineMS: stored.outboxEarliestExpiryMS,
                     sentSeq: record.sentSeq, receivedSeq: record.receivedSeq, givenUp: record.givenUp))
             }
             return result
         }.flatMapErrorThrowing { throw Self.translate($0) }
     }
 
-    func readOutbound(session: UInt64, after seq: UInt64, limit: Int, maxBytes: Int)
-        -> EventLoopFuture<[(seq: UInt64, payload: ByteBuffer)]>
-    {
+    func readOutbound(session: UInt64, after seq: UInt64, limit: Int, maxBytes: Int) -> EventLoopFuture<[StoredOutboundMessage]> {
         store.outbound(session: session, after: seq, limit: limit, maxBytes: maxBytes, on: loop)
-            .map { $0.map { ($0.seq, $0.payload) } }.flatMapErrorThrowing { throw Self.translate($0) }
+            .map { $0.map { StoredOutboundMessage(seq: $0.seq, payload: $0.payload, deadlineMS: $0.expiresAtMS) } }
+            .flatMapErrorThrowing { throw Self.translate($0) }
+    }
+
+    func giveUpExpiredOutbound(session: UInt64, after seq: UInt64, nowMS: Int64, limit: Int) -> EventLoopFuture<ExpiredOutboundBatch> {
+        store.giveUpExpiredOutbound(session: session, after: seq, nowMS: nowMS, limit: limit, on: loop).map { expired in
+            ExpiredOutboundBatch(messages: expired.messages.map { StoredOutboxEntry(seq: $0.seq, bytes: $0.bytes, deadlineMS: $0.expiresAtMS) },
+                                 nextDeadlineMS: expired.nextExpiryMS)
+        }.flatMapErrorThrowing { throw Self.translate($0) }
+    }
+
+    func outboundSpan(session: UInt64, after seq: UInt64, count: Int) -> EventLoopFuture<StoredOutboxSpan> {
+        store.outboundSpan(session: session, after: seq, count: count, on: loop)
+            .map { StoredOutboxSpan(count: $0.count, lastSeq: $0.lastSeq, bytes: $0.bytes) }
+            .flatMapErrorThrowing { throw Self.translate($0) }
     }
 
     func readInbound(session: UInt64, after seq: UInt64, limit: Int, maxBytes: Int)

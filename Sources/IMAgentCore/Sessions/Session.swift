@@ -14,31 +14,36 @@ import NIOCore
 /// DATA on the wire carries *wire* seqs: the outbox in order without the
 /// messages given up (TTL passed, too large for the server), so that the
 /// server sees no gap. Until a message is given up, wire seq = IPC seq; the
-/// outbox entry at offset `i` has wire seq `wireAckedSeq + 1 + i`.
+/// outbox message at offset `i` has wire seq `wireAckedSeq + 1 + i`.
 ///
-/// The store is the queue: `outbox` keeps every queued message's metadata, but
-/// only the first `loadedCount` entries carry their payload (the outbound
-/// window: on this link and not acknowledged, then read-ahead); the rest are
-/// read from the store in seq order when the window has room. `inbox` is the
-/// inbound window only: messages after `dispatchedSeq`, read from the store or
-/// kept as they were stored. The router's `memoryBudgetBytes` bounds both.
+/// The store is the queue, and memory holds no entry per queued message: the
+/// outbox is `outboxStored` messages after `ackedSeq` in the store, of which
+/// `outboxWindow` holds the first ones with their payloads (on this link and not
+/// acknowledged, then read-ahead: every stored seq ≤ `loadedThroughSeq`); the
+/// rest are read in seq order when the window has room, and their TTLs are
+/// found through the store's index (`storeDeadlineMS` is a lower bound of
+/// them). `inbox` is the inbound window only: messages after `dispatchedSeq`,
+/// read from the store or kept as they were stored. The router's
+/// `memoryBudgetBytes` bounds both windows.
 struct Session {
-    /// One outbound message stored and not yet acknowledged by the server.
+    /// One outbound message of the window: stored, not yet acknowledged by the server.
     struct OutboundEntry {
         var seq: UInt64
-        /// The payload's length, whether or not it is in memory.
-        var bytes: Int
+        var payload: ByteBuffer
         /// When its TTL passes (ms since the Unix epoch), or nil for never.
         var deadlineMS: Int64?
-        /// It was written on some link (or restored after a restart) and the
-        /// server has not said since that it lacks it: it must not be given up.
-        var mayBeHeld: Bool
-        /// In the window (read from the store, or kept when it was stored); nil: only in the store.
-        var payload: ByteBuffer?
-        /// When ACCEPTED went to its client (nil: before a restart), for the send→ACK latency.
-        var acceptedAt: ContinuousClock.Instant?
-        /// Written on a link of this process: a later DATA for it is a resend.
-        var transmitted = false
+        /// When ACCEPTED went to its client, for the send→ACK latency; nil when it
+        /// was read back from the store (after a restart, or queued past the window).
+        var acceptedAt: ContinuousClock.Instant? = nil
+        var bytes: Int { payload.readableBytes }
+    }
+
+    /// An OPEN_OK whose LAST_ACKED reaches past the window (after a restart, nothing is read
+    /// back yet): it takes effect once the store says which messages it covers.
+    struct PendingOpenOK {
+        var token: UInt64
+        var lastAcked: UInt64
+        var window: UInt32?
     }
 
     /// A read of the store under way for this session: its token (a stale answer is
@@ -59,6 +64,14 @@ struct Session {
         case failed(code: UInt16, message: String)
     }
 
+    /// What one message in a window costs beside its payload (its entry, the buffer's
+    /// header, the allocator's rounding): counted against the memory budget, so that a
+    /// window of small messages cannot hold several times the budget in bookkeeping.
+    static let windowEntryOverhead = 128
+
+    /// A message's share of the memory budget while it is in a window.
+    static func windowCost(_ payload: ByteBuffer) -> Int { payload.readableBytes + windowEntryOverhead }
+
     /// The window a sender starts with when none was announced (`wire.md` §5).
     static let defaultWindow: UInt32 = 1024
 
@@ -68,7 +81,7 @@ struct Session {
     /// allocate room for 16 messages, twice per session: about 1.3 KB of the
     /// 1.6 KB an idle session used to cost.
     static let emptyQueue = Queue(initialCapacity: 1)
-    /// The same for the outbox, whose entries also carry a TTL.
+    /// The same for the outbound window, whose entries also carry a TTL.
     static let emptyOutbox = CircularBuffer<OutboundEntry>(initialCapacity: 1)
 
     let id: UInt64
@@ -93,14 +106,27 @@ struct Session {
     var transmittedCount = 0
     /// Messages given up so far (persisted, to rebuild `wireAckedSeq` after a restart).
     var givenUp: UInt64 = 0
-    /// Messages `ackedSeq + 1 … sentSeq`, without those given up.
-    var outbox = Session.emptyOutbox
-    /// Entries from the front of `outbox` whose payload is in memory (≥ `transmittedCount`).
-    var loadedCount = 0
-    /// Their payload bytes.
+    /// Messages `ackedSeq + 1 … sentSeq` still stored (without those given up): the outbox's length.
+    var outboxStored = 0
+    /// The outbox's first messages with their payloads: every stored seq ≤ `loadedThroughSeq`.
+    var outboxWindow = Session.emptyOutbox
+    /// The window's end: the next read of the store starts after it.
+    var loadedThroughSeq: UInt64 = 0
+    /// Every seq up to this one may be held by the server (written on some link, or restored
+    /// after a restart, and not denied by an OPEN_OK since): those must not be given up.
+    var heldThroughSeq: UInt64 = 0
+    /// The highest seq written on a link of this process: a DATA at or below it is a resend (metrics).
+    var transmittedThroughSeq: UInt64 = 0
+    /// What `outboxWindow` costs of the budget (`windowCost`).
     var loadedBytes = 0
-    /// The outbox read from the store under way, if any (for entries after `loadedCount`).
+    /// The outbox read from the store under way, if any (for messages after `loadedThroughSeq`).
     var outboundLoad: Load?
+    /// No stored message after `loadedThroughSeq` has a TTL deadline before this; nil: none has one.
+    var storeDeadlineMS: Int64?
+    /// The token of the store's giving up of expired messages under way, if any.
+    var expiring: UInt64?
+    /// An OPEN_OK waiting for the store (see `PendingOpenOK`).
+    var locating: PendingOpenOK?
     /// Payload bytes of the whole outbox, in memory or not (STATUS, byte limits).
     var outboxBytes = 0
     /// Messages `sentSeq + 1 … assignedSeq` being stored, with the token of
@@ -127,7 +153,7 @@ struct Session {
     var highestDispatchedSeq: UInt64 = 0
     /// The inbound window: messages `dispatchedSeq + 1 …` in seq order (at most up to `receivedSeq`).
     var inbox = Session.emptyQueue
-    /// Their payload bytes.
+    /// What they cost of the budget (`windowCost`).
     var inboxWindowBytes = 0
     /// The inbox read from the store under way, if any (for the seqs after the window).
     var inboundLoad: Load?
@@ -151,13 +177,14 @@ struct Session {
         // Whatever was stored may have reached the server before the restart: only its
         // OPEN_OK (LAST_ACKED) says which did not, and only those may expire.
         // Payloads stay in the store: the window reads them when their turn comes.
-        for message in stored.outbox where message.seq > ackedSeq {
-            outbox.append(OutboundEntry(seq: message.seq, bytes: message.bytes, deadlineMS: message.deadlineMS, mayBeHeld: true))
-            outboxBytes += message.bytes
-        }
+        outboxStored = stored.outboxCount
+        outboxBytes = stored.outboxBytes
+        storeDeadlineMS = stored.earliestDeadlineMS
+        loadedThroughSeq = ackedSeq
+        heldThroughSeq = sentSeq
         givenUp = stored.givenUp
         // Given up above ackedSeq are the outbox's holes; the rest were below it.
-        let holesAbove = (sentSeq - ackedSeq) - min(sentSeq - ackedSeq, UInt64(outbox.count))
+        let holesAbove = (sentSeq - ackedSeq) - min(sentSeq - ackedSeq, UInt64(outboxStored))
         let givenUpBelow = givenUp - min(givenUp, holesAbove)
         wireAckedSeq = ackedSeq - min(ackedSeq, givenUpBelow)
         deliveredSeq = stored.deliveredSeq
@@ -171,7 +198,7 @@ struct Session {
     }
 
     /// Outbound messages not yet acknowledged by the server, including those being stored.
-    var outboxCount: Int { outbox.count + storingOut.count }
+    var outboxCount: Int { outboxStored + storingOut.count }
 
     /// `count` more MESSAGEs were handed to the client; returns how many of them it had been handed before.
     mutating func dispatch(_ count: Int) -> Int {

@@ -29,6 +29,12 @@ enum SessionAction {
     /// Read up to `limit` stored outbound messages after `after` (no more than `maxBytes`),
     /// then hand them to `SessionRouter.outboundLoaded(session:token:_:)`.
     case loadOutbound(session: UInt64, after: UInt64, limit: Int, maxBytes: Int, token: UInt64)
+    /// Give up the stored outbound messages after `after` whose TTL passed by `nowMS` (at most
+    /// `limit`), then hand what was given up to `SessionRouter.outboundExpired(session:token:_:)`.
+    case expireOutbound(session: UInt64, after: UInt64, nowMS: Int64, limit: Int, token: UInt64)
+    /// Find the first `count` stored outbound messages after `after` (what a LAST_ACKED beyond the
+    /// window covers), then hand them to `SessionRouter.outboundLocated(session:token:_:)`.
+    case locateOutbound(session: UInt64, after: UInt64, count: Int, token: UInt64)
     /// The same for inbound messages, to `SessionRouter.inboundLoaded(session:token:_:)`.
     case loadInbound(session: UInt64, after: UInt64, limit: Int, maxBytes: Int, token: UInt64)
     /// Stored inbound DATA waits for its ACK: call `flushAcks()` once the

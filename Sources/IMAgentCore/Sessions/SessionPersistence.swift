@@ -14,12 +14,12 @@ import NIOCore
 /// fails too (a group commit fails as a whole), so accepted seqs never have
 /// holes.
 protocol SessionPersistence: AnyObject {
-    /// Every session with its counters and an index of its outbox, for the router's
-    /// start-up: never a payload (those are read with `readOutbound`/`readInbound`).
+    /// Every session with its counters and the size of its queues, for the router's
+    /// start-up: never a message (those are read with `readOutbound`/`readInbound`).
     func load() -> EventLoopFuture<StoredSessions>
     /// Up to `limit` stored outbound messages after `seq`, in seq order, no more than
     /// `maxBytes` of payload (at least one message).
-    func readOutbound(session: UInt64, after seq: UInt64, limit: Int, maxBytes: Int) -> EventLoopFuture<[(seq: UInt64, payload: ByteBuffer)]>
+    func readOutbound(session: UInt64, after seq: UInt64, limit: Int, maxBytes: Int) -> EventLoopFuture<[StoredOutboundMessage]>
     /// The same for stored inbound messages.
     func readInbound(session: UInt64, after seq: UInt64, limit: Int, maxBytes: Int) -> EventLoopFuture<[(seq: UInt64, payload: ByteBuffer)]>
     func createSession(_ record: StoredSessionRecord) -> EventLoopFuture<Void>
@@ -28,6 +28,11 @@ protocol SessionPersistence: AnyObject {
     /// Outbound message `seq` never reached the server and never will (TTL, too large):
     /// forget it and count it in the session's `givenUp`.
     func giveUpOutbound(session: UInt64, seq: UInt64) -> EventLoopFuture<Void>
+    /// Gives up (as `giveUpOutbound`) up to `limit` outbound messages after `seq` whose TTL
+    /// passed by `nowMS`; returns them in seq order with the next deadline after `seq`.
+    func giveUpExpiredOutbound(session: UInt64, after seq: UInt64, nowMS: Int64, limit: Int) -> EventLoopFuture<ExpiredOutboundBatch>
+    /// How many of the first `count` outbound messages after `seq` are stored, the last one's seq, their bytes.
+    func outboundSpan(session: UInt64, after seq: UInt64, count: Int) -> EventLoopFuture<StoredOutboxSpan>
     /// The server holds every outbound message up to `seq`: they may be forgotten.
     func markAcked(session: UInt64, seq: UInt64) -> EventLoopFuture<Void>
     func appendInbound(session: UInt64, seq: UInt64, payload: ByteBuffer) -> EventLoopFuture<Void>
@@ -61,7 +66,7 @@ struct StoredSessionRecord: Hashable, Sendable {
     var durable: Bool
 }
 
-/// One queued outbound message as loaded at start-up: no payload.
+/// One queued outbound message's metadata, without its payload.
 struct StoredOutboxEntry: Hashable, Sendable {
     var seq: UInt64
     var bytes: Int
@@ -69,19 +74,55 @@ struct StoredOutboxEntry: Hashable, Sendable {
     var deadlineMS: Int64?
 }
 
-/// One session as loaded at start-up: identity, counters and an index of what is still queued.
+/// One stored outbound message read back for the window.
+struct StoredOutboundMessage {
+    var seq: UInt64
+    var payload: ByteBuffer
+    /// When its TTL passes (ms since the Unix epoch), or nil for never.
+    var deadlineMS: Int64?
+}
+
+/// What `giveUpExpiredOutbound` gave up, and the next deadline it saw.
+struct ExpiredOutboundBatch: Hashable, Sendable {
+    var messages: [StoredOutboxEntry]
+    var nextDeadlineMS: Int64?
+}
+
+/// The first messages of an outbox range: how many, the last one's seq, their bytes.
+struct StoredOutboxSpan: Hashable, Sendable {
+    var count: Int
+    var lastSeq: UInt64
+    var bytes: Int
+}
+
+/// One session as loaded at start-up: identity, counters and the size of what is still
+/// queued — never one entry per message, so start-up memory does not grow with the queue.
 struct StoredSession: Hashable, Sendable {
     var record: StoredSessionRecord
     var ackedSeq: UInt64
     var deliveredSeq: UInt64
-    /// Outbound messages after `ackedSeq`, in seq order, without payloads.
-    var outbox: [StoredOutboxEntry]
+    /// Outbound messages after `ackedSeq` still stored (those given up are not).
+    var outboxCount: Int
+    /// Their payload bytes.
+    var outboxBytes: Int
+    /// The earliest TTL deadline among them, or nil when none has one.
+    var earliestDeadlineMS: Int64?
     /// The highest outbound seq ever accepted (equals `ackedSeq` when the outbox is empty).
     var sentSeq: UInt64
     /// The highest inbound seq ever stored (the inbox holds `deliveredSeq + 1 … receivedSeq`).
     var receivedSeq: UInt64
     /// Outbound messages given up so far.
     var givenUp: UInt64 = 0
+}
+
+extension StoredSession {
+    /// A session whose outbox is described message by message (tests, the in-memory store).
+    init(record: StoredSessionRecord, ackedSeq: UInt64, deliveredSeq: UInt64, outbox: [StoredOutboxEntry], sentSeq: UInt64,
+         receivedSeq: UInt64, givenUp: UInt64 = 0) {
+        self.init(record: record, ackedSeq: ackedSeq, deliveredSeq: deliveredSeq, outboxCount: outbox.count,
+                  outboxBytes: outbox.reduce(0) { $0 + $1.bytes }, earliestDeadlineMS: outbox.compactMap(\.deadlineMS).min(),
+                  sentSeq: sentSeq, receivedSeq: receivedSeq, givenUp: givenUp)
+    }
 }
 
 /// What `load()` returns.

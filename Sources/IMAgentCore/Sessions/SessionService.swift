@@ -239,6 +239,19 @@ final class SessionService: LinkSessionDelegate {
                 let service = bound.value
                 service.run(service.router.outboundLoaded(session: session, token: token, result.mapError(Self.persistenceError)))
             }
+        case .expireOutbound(let session, let after, let nowMS, let limit, let token):
+            let bound = NIOLoopBound(self, eventLoop: loop)
+            persistence.giveUpExpiredOutbound(session: session, after: after, nowMS: nowMS, limit: limit).whenComplete { result in
+                let service = bound.value
+                if case .success(let batch) = result { service.expiredTotal += batch.messages.count }
+                service.run(service.router.outboundExpired(session: session, token: token, result.mapError(Self.persistenceError)))
+            }
+        case .locateOutbound(let session, let after, let count, let token):
+            let bound = NIOLoopBound(self, eventLoop: loop)
+            persistence.outboundSpan(session: session, after: after, count: count).whenComplete { result in
+                let service = bound.value
+                service.run(service.router.outboundLocated(session: session, token: token, result.mapError(Self.persistenceError)))
+            }
         case .loadInbound(let session, let after, let limit, let maxBytes, let token):
             let bound = NIOLoopBound(self, eventLoop: loop)
             persistence.readInbound(session: session, after: after, limit: limit, maxBytes: maxBytes).whenComplete { result in

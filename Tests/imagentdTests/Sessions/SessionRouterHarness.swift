@@ -109,14 +109,26 @@ extension SessionRouter {
             case .persist(let operation, let then):
                 if case .success = result {
                     switch operation {
-                    case .appendOutbound(let session, let seq, let payload, _): disk.outbound[session, default: []].append((seq, payload))
+                    case .appendOutbound(let session, let seq, let payload, let deadline):
+                        disk.outbound[session, default: []].append((seq, payload))
+                        disk.deadlines[session, default: [:]][seq] = deadline
                     case .appendInbound(let session, let seq, let payload): disk.inbound[session, default: []].append((seq, payload))
+                    case .giveUpOutbound(let session, let seq): disk.outbound[session]?.removeAll { $0.seq == seq }
+                    case .markAcked(let session, let seq): disk.outbound[session]?.removeAll { $0.seq <= seq }
                     default: break
                     }
                 }
                 queue += persisted(then, result)
             case .loadOutbound(let session, let after, let limit, _, let token):
-                queue += outboundLoaded(session: session, token: token, .success(disk.read(disk.outbound[session], after, limit)))
+                let read = disk.read(disk.outbound[session], after, limit)
+                    .map { StoredOutboundMessage(seq: $0.seq, payload: $0.payload, deadlineMS: disk.deadlines[session]?[$0.seq] ?? nil) }
+                queue += outboundLoaded(session: session, token: token, .success(read))
+            case .expireOutbound(let session, let after, let now, let limit, let token):
+                queue += outboundExpired(session: session, token: token, .success(disk.expire(session, after: after, now: now, limit: limit)))
+            case .locateOutbound(let session, let after, let count, let token):
+                let span = disk.read(disk.outbound[session], after, count)
+                queue += outboundLocated(session: session, token: token, .success(StoredOutboxSpan(
+                    count: span.count, lastSeq: span.last?.seq ?? after, bytes: span.reduce(0) { $0 + $1.payload.readableBytes })))
             case .loadInbound(let session, let after, let limit, _, let token):
                 queue += inboundLoaded(session: session, token: token, .success(disk.read(disk.inbound[session], after, limit)))
             default: break
@@ -160,7 +172,21 @@ final class StoredPayloads {
         self.inbound = inbound
     }
 
+    /// TTL deadlines of outbound messages, by session and seq.
+    var deadlines: [UInt64: [UInt64: Int64?]] = [:]
+
     func read(_ queue: [(seq: UInt64, payload: ByteBuffer)]?, _ after: UInt64, _ limit: Int) -> [(seq: UInt64, payload: ByteBuffer)] {
         Array((queue ?? []).filter { $0.seq > after }.prefix(limit))
+    }
+
+    /// What the store's giving up of expired outbound messages does.
+    func expire(_ session: UInt64, after: UInt64, now: Int64, limit: Int) -> ExpiredOutboundBatch {
+        let deadline = { (seq: UInt64) -> Int64? in self.deadlines[session]?[seq] ?? nil }
+        let after = (outbound[session] ?? []).filter { $0.seq > after }
+        let due = Array(after.filter { (deadline($0.seq) ?? .max) <= now }.prefix(limit))
+        outbound[session]?.removeAll { message in due.contains { $0.seq == message.seq } }
+        let next = after.filter { message in !due.contains { $0.seq == message.seq } }.compactMap { deadline($0.seq) }.min()
+        return ExpiredOutboundBatch(messages: due.map { StoredOutboxEntry(seq: $0.seq, bytes: $0.payload.readableBytes, deadlineMS: deadline($0.seq)) },
+                                    nextDeadlineMS: next)
     }
 }

@@ -58,6 +58,71 @@ final class FakeWallClock {
         #expect(send(&router, id, "four").dataSeqs == [3])
     }
 
+    @Test func ttlsAfterTheWindow_areFoundByTheStore_inBatches_andTheWireHasNoGap() {
+        // A budget of 300 bytes keeps no message of 100 in memory once one is: the rest stay in
+        // the store only, and only the store's index finds their TTLs.
+        let clock = FakeWallClock()
+        var router = makeRouter(SessionLimits(memoryBudgetBytes: 300, expiryBatch: 2))
+        router.clock = { clock.nowMS }
+        let disk = StoredPayloads()
+        let id = router.newSession()
+        let body = { (n: Int) in String(repeating: "\(n)", count: 100) }
+        for n in 1...8 {
+            // Seqs 2, 4, 6 and 8 expire at 1,500; the others never.
+            let actions = router.completing(router.clientSend(alice, request: 9, .init(session: id, payload: bytes(body(n)),
+                                                                                          ttlMS: n % 2 == 0 ? 500 : nil)), disk: disk)
+            #expect(actions.accepted == [UInt64(n)])
+        }
+        let session = router.sessions[id]!
+        #expect(session.outboxStored == 8 && session.outboxWindow.count < 8)
+        clock.nowMS = 1_500
+        let due = router.completing(router.expireDue(), disk: disk)
+        #expect(due.expired.map(\.seq) == [2, 4, 6, 8])
+        #expect(router.sessions[id]?.outboxCount == 4)
+        #expect(router.sessions[id]?.outboxTotalBytes == 400)
+        #expect(router.sessions[id]?.givenUp == 4)
+        #expect(disk.outbound[id]?.map(\.seq) == [1, 3, 5, 7])
+
+        var up = router.linkEstablished(flow: true)
+        up += router.completing(router.received(.openOK(OpenOK(session: id, lastAcked: 0))), disk: disk)
+        var sent = up.dataSeqs
+        var payloads = up.dataPayloads
+        // The window refills as the server acknowledges.
+        while let last = sent.last, sent.count < 4 {
+            let more = router.completing(router.received(.ack(Ack(session: id, seq: last))), disk: disk)
+            sent += more.dataSeqs
+            payloads += more.dataPayloads
+        }
+        #expect(sent == [1, 2, 3, 4])
+        #expect(payloads == [body(1), body(3), body(5), body(7)])
+        let acked = router.completing(router.received(.ack(Ack(session: id, seq: 4))), disk: disk)
+        #expect(acked.ackedEvents.last == 7)
+        #expect(router.sessions[id]?.outboxCount == 0)
+    }
+
+    @Test func aRestartedOutboxAcknowledgedPastTheWindow_isFoundInTheStore_withItsGaps() {
+        // Seqs 1…6 stored, 2 and 4 given up before the crash: wire 1…4 are seqs 1, 3, 5, 6.
+        var router = makeRouter()
+        let stored = StoredSession(
+            record: StoredSessionRecord(id: 9, service: "echo", owner: 1000, priority: .normal, durable: true),
+            ackedSeq: 0, deliveredSeq: 0,
+            outbox: [StoredOutboxEntry(seq: 1, bytes: 1), StoredOutboxEntry(seq: 3, bytes: 1), StoredOutboxEntry(seq: 5, bytes: 1),
+                     StoredOutboxEntry(seq: 6, bytes: 1)],
+            sentSeq: 6, receivedSeq: 0, givenUp: 2)
+        let disk = StoredPayloads(outbound: [9: [(1, bytes("a")), (3, bytes("c")), (5, bytes("e")), (6, bytes("f"))]])
+        router.restore(StoredSessions(open: [stored], closed: []))
+        let opens = router.linkEstablished(flow: true)
+        let ok = router.received(.openOK(OpenOK(session: 9, lastAcked: 3)))
+        // Nothing is sent until the store says what LAST_ACKED 3 covers.
+        #expect(ok.dataSeqs.isEmpty)
+        #expect(ok.contains { if case .locateOutbound(9, 0, 3, _) = $0 { true } else { false } })
+        let up = opens + router.completing(ok, disk: disk)
+        #expect(up.persists.contains(.ackedStored(session: 9, seq: 5)))
+        #expect(up.dataSeqs == [4])
+        #expect(up.dataPayloads == ["f"])
+        #expect(router.sessions[9]?.outboxStored == 1 && router.sessions[9]?.outboxBytes == 1)
+    }
+
     @Test func aMessageOnTheLink_isLeftToTheServer_untilTheNextOpenOKSaysItLacksIt() {
         let clock = FakeWallClock()
         var router = router(clock)

@@ -128,7 +128,7 @@ import Testing
         let ok = router.completing(router.received(.openOK(OpenOK(session: id, lastAcked: 3))))
         #expect(ok.dataSeqs == [4, 5])
         #expect(ok.ackedEvents == [3])
-        #expect(router.sessions[id]?.outbox.count == 2)
+        #expect(router.sessions[id]?.outboxCount == 2)
     }
 
     @Test func windowLimitsUnacknowledgedData_andWindowFramesReplaceIt() {

@@ -1,0 +1,216 @@
+import AgentIPC
+import IMLink
+import NIOCore
+
+/// Requests of local clients (OPEN, DETACH, CLOSE, SEND, ACK) and their connections' state.
+extension SessionRouter {
+    // MARK: Client requests
+
+    mutating func clientOpen(_ client: SessionClient, request: UInt32, _ open: IPCMessage.Open) -> [SessionAction] {
+        var actions: [SessionAction] = []
+        if open.createsSession {
+            guard let service = open.service, !service.isEmpty else {
+                return [.fail(client: client.id, request: request, .badRequest, "OPEN of a new session needs SERVICE")]
+            }
+            guard sessions.count + creating.count < limits.maxSessions else {
+                return [.fail(client: client.id, request: request, .limitReached,
+                              "imagentd already holds \(limits.maxSessions) sessions ([limits] max_sessions)")]
+            }
+            if let refusal = perUIDSessionRefusal(client.uid) {
+                return [.fail(client: client.id, request: request, .limitReached, refusal)]
+            }
+            var session = Session(id: newID(), service: service, owner: client.uid, priority: open.priority ?? .normal,
+                                  durable: open.durable ?? true)
+            session.attachedClient = client.id
+            creating[session.id] = session
+            actions.append(.persist(.create(session.record), then: .created(client: client.id, request: request, session: session.id)))
+            return actions
+        }
+        let id = open.session ?? 0
+        switch authorize(client, id) {
+        case .failure(let refusal):
+            return [.fail(client: client.id, request: request, refusal.code, refusal.text)]
+        case .success(var session):
+            if let other = session.attachedClient, other != client.id {
+                return [.fail(client: client.id, request: request, .sessionBusy, "session \(id) is attached to another client")]
+            }
+            if let priority = open.priority { session.priority = priority }
+            session.attachedClient = client.id
+            sessionsByClient[client.id, default: []].insert(id)
+            // Redelivery starts after what a client acknowledged, whatever was sent before.
+            session.dispatchedSeq = session.deliveredSeq
+            resetInboundWindow(&session)
+            sessions[id] = session
+            actions.append(.watch(SessionChange(.attached, session)))
+            if session.assignedSeq > session.sentSeq {
+                // SENDs (of a client that went away, usually) are being stored: OPENED follows them.
+                attachesAwaitingStores[id, default: []].append((client.id, request))
+                return finish(actions)
+            }
+            actions.append(.reply(client: client.id, request: request, .opened(opened(session))))
+            actions += deliver(id)
+        }
+        return finish(actions)
+    }
+
+    mutating func clientDetach(_ client: SessionClient, request: UInt32, session id: UInt64) -> [SessionAction] {
+        switch authorize(client, id) {
+        case .failure(let refusal):
+            return [.fail(client: client.id, request: request, refusal.code, refusal.text)]
+        case .success(var session):
+            guard session.attachedClient == client.id else {
+                return [.fail(client: client.id, request: request, .sessionBusy, "session \(id) is not attached to this client")]
+            }
+            session.attachedClient = nil
+            detachIndex(client.id, id)
+            resetInboundWindow(&session)
+            sessions[id] = session
+            return finish([.reply(client: client.id, request: request, .ok(.init())),
+                           .watch(SessionChange(.detached, session, reason: "DETACH"))] + dropUnattended(id))
+        }
+    }
+
+    mutating func clientClose(_ client: SessionClient, request: UInt32, session id: UInt64) -> [SessionAction] {
+        switch authorize(client, id) {
+        case .failure(let refusal):
+            return [.fail(client: client.id, request: request, refusal.code, refusal.text)]
+        case .success(let session):
+            var actions: [SessionAction] = []
+            if let other = session.attachedClient, other != client.id {
+                actions.append(.event(client: other, .sessionState(.init(session: id, state: .closed, message: "closed by another client"))))
+            }
+            actions += closeLocally(id, tellUpstream: true, reason: "closed by a client",
+                                    then: .closed(client: client.id, request: request, session: id))
+            return finish(actions)
+        }
+    }
+
+    mutating func clientSend(_ client: SessionClient, request: UInt32, _ send: IPCMessage.Send) -> [SessionAction] {
+        if let refusal = refusal(client, send.session) {
+            return [.fail(client: client.id, request: request, refusal.code, refusal.text)]
+        }
+        // Changed in place (see `take`): a copy would copy `storingOut` with every message.
+        var session = take(send.session)
+        defer { sessions[send.session] = session }
+        if let other = session.attachedClient, other != client.id {
+            return [.fail(client: client.id, request: request, .sessionBusy, "session \(send.session) is attached to another client")]
+        }
+        if case .failed(let code, let message) = session.upstream {
+            return [.fail(client: client.id, request: request, .upstreamRejected, "the server refused the session (\(WireCode(rawValue: code))): \(message)")]
+        }
+        guard send.payload.readableBytes <= limits.maxPayloadBytes else {
+            return [.fail(client: client.id, request: request, .payloadTooLarge,
+                          "\(send.payload.readableBytes) bytes exceed [limits] max_payload_bytes = \(limits.maxPayloadBytes)")]
+        }
+        guard session.outboxCount < limits.outboxMessages else {
+            return [.fail(client: client.id, request: request, .queueFull,
+                          "session \(send.session) has \(session.outboxCount) messages waiting ([limits] outbox_messages)")]
+        }
+        let bytes = send.payload.readableBytes
+        guard session.outboxTotalBytes + bytes <= limits.outboxBytes else {
+            return [.fail(client: client.id, request: request, .queueFull,
+                          "session \(send.session) has \(session.outboxTotalBytes) bytes waiting; \(bytes) more would pass "
+                              + "[limits] outbox_bytes = \(limits.outboxBytes)")]
+        }
+        let uidBytes = outboxBytesByUID[session.owner] ?? 0
+        guard uidBytes + bytes <= limits.uidOutboxBytes else {
+            return [.fail(client: client.id, request: request, .queueFull,
+                          "uid \(session.owner) has \(uidBytes) bytes waiting in its sessions; \(bytes) more would pass "
+                              + "[limits] uid_outbox_bytes = \(limits.uidOutboxBytes)")]
+        }
+        outboxBytesByUID[session.owner] = uidBytes + bytes
+        session.assignedSeq += 1
+        let seq = session.assignedSeq
+        let token = takeToken()
+        // TTL_MS 0 or absent: forever.
+        let deadline = send.ttlMS.flatMap { $0 == 0 ? nil : clock() + Int64($0) }
+        session.storingOut[seq] = (send.payload, token, false, deadline)
+        session.storingOutBytes += send.payload.readableBytes
+        return [.persist(.appendOutbound(session: send.session, seq: seq, payload: send.payload, expiresAtMS: deadline),
+                         then: .accepted(client: client.id, request: request, session: send.session, seq: seq, token: token))]
+    }
+
+    mutating func clientAck(_ client: SessionClient, request: UInt32, session id: UInt64, seq: UInt64) -> [SessionAction] {
+        if let refusal = refusal(client, id) {
+            return [.fail(client: client.id, request: request, refusal.code, refusal.text)]
+        }
+        var session = take(id)
+        defer { sessions[id] = session }
+        if let other = session.attachedClient, other != client.id {
+            return [.fail(client: client.id, request: request, .sessionBusy, "session \(id) is attached to another client")]
+        }
+        guard seq <= session.receivedSeq else {
+            return [.fail(client: client.id, request: request, .badRequest,
+                          "ACK \(seq) is beyond the last message of session \(id) (\(session.receivedSeq))")]
+        }
+        var actions: [SessionAction] = [.reply(client: client.id, request: request, .ok(.init()))]
+        guard seq > session.deliveredSeq else { return actions }
+        // The window starts after `dispatchedSeq`: only an ACK beyond it (of messages
+        // the client had from an earlier attach) reaches into it.
+        while let first = session.inbox.first, first.seq <= seq {
+            session.inbox.removeFirst()
+            session.inboxWindowBytes -= Session.windowCost(first.payload)
+            windowBytes -= Session.windowCost(first.payload)
+        }
+        session.deliveredSeq = seq
+        session.dispatchedSeq = max(session.dispatchedSeq, seq)
+        actions.append(.persist(.markDelivered(session: id, seq: seq), then: .deliveredStored(session: id, seq: seq)))
+        // Hysteresis: reopen at half the limit, so a reader at the edge does not flap the window.
+        if session.pausedUpstream, session.inboxCount < limits.inboxMessages / 2 {
+            session.pausedUpstream = false
+            if session.upstream == .open, link?.flow == true {
+                actions.append(.send(.window(WindowUpdate(session: id, window: Session.defaultWindow))))
+            }
+            actions.append(.event(client: client.id, .sessionState(.init(session: id, state: session.state))))
+            actions.append(.watch(SessionChange(.state, session, reason: "the client caught up")))
+        }
+        return actions
+    }
+
+    /// A client's connection is gone: its sessions live on, detached.
+    mutating func clientDisconnected(_ clientID: UInt64) -> [SessionAction] {
+        blockedClients.remove(clientID)
+        for (id, waiting) in attachesAwaitingStores {
+            let kept = waiting.filter { $0.client != clientID }
+            attachesAwaitingStores[id] = kept.isEmpty ? nil : kept
+        }
+        var actions: [SessionAction] = []
+        for id in byPriority(sessionsByClient.removeValue(forKey: clientID) ?? []) {
+            var session = take(id)
+            session.attachedClient = nil
+            resetInboundWindow(&session)
+            sessions[id] = session
+            actions.append(.watch(SessionChange(.detached, session, reason: "client disconnected")))
+            actions += dropUnattended(id)
+        }
+        actions += wakeBudgetWaiters()
+        for (id, session) in creating where session.attachedClient == clientID { creating[id]?.attachedClient = nil }
+        return finish(actions)
+    }
+
+    /// Whether a client's channel accepts more: blocked clients get no
+    /// MESSAGE; a writable one gets the next batch of each of its sessions.
+    mutating func client(_ clientID: UInt64, writable: Bool) -> [SessionAction] {
+        guard writable else {
+            blockedClients.insert(clientID)
+            return []
+        }
+        blockedClients.remove(clientID)
+        var actions: [SessionAction] = []
+        for id in byPriority(sessionsByClient[clientID] ?? []) {
+            actions += deliver(id)
+        }
+        return actions
+    }
+
+    /// A batch of the session was just written to its client: the next one while the
+    /// client's channel stays writable. Only this session: the client's others continue
+    /// on their own batches, or all together when a blocked channel drains.
+    mutating func batchWritten(session id: UInt64, client clientID: UInt64, writable: Bool) -> [SessionAction] {
+        guard writable else {
+            blockedClients.insert(clientID)
+            return []
+        }
+        return deliver(id)
+    }
+}

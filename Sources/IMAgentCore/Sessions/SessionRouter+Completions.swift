@@ -1,0 +1,188 @@
+import AgentIPC
+import IMLink
+import NIOCore
+
+/// What the router does once the store has done (or failed) what it asked.
+extension SessionRouter {
+    // MARK: Persistence completions
+
+    mutating func persisted(_ continuation: PersistContinuation, _ result: Result<Void, SessionPersistenceError>) -> [SessionAction] {
+        switch continuation {
+        case .created(let client, let request, let id):
+            guard var session = creating.removeValue(forKey: id) else {
+                preconditionFailure("a create completed for session \(id), which was not being created")
+            }
+            if case .failure(let error) = result {
+                return [.fail(client: client, request: request, error == .full ? .queueFull : .internal, "session not created: \(error)")]
+            }
+            var actions: [SessionAction] = []
+            if session.attachedClient == client {
+                actions.append(.reply(client: client, request: request, .opened(opened(session))))
+            }
+            if let attached = session.attachedClient { sessionsByClient[attached, default: []].insert(id) }
+            if link != nil {
+                session.upstream = .opening
+                actions.append(.send(.open(openFrame(session))))
+            }
+            actions.append(.watch(SessionChange(.opened, session)))
+            sessions[id] = session
+            return finish(actions)
+
+        case .accepted(let client, let request, let id, let seq, let token):
+            return outboundStored(client: client, request: request, session: id, seq: seq, token: token, result)
+
+        case .ackedStored(let id, let seq):
+            switch result {
+            case .failure(let error):
+                // The outbox still holds them; the next OPEN_OK says the same again.
+                return [.log(.warning, "session \(id): ACK \(seq) not stored: \(error)")]
+            case .success:
+                guard let client = sessions[id]?.attachedClient else { return [] }
+                return [.event(client: client, .acked(.init(session: id, seq: seq)))]
+            }
+
+        case .inboundStored(let id, let seq, let token):
+            return inboundStored(session: id, seq: seq, token: token, result)
+
+        case .deliveredStored(let id, let seq):
+            if case .failure(let error) = result {
+                // A lost delivery mark costs a redelivery the client recognises by SEQ, nothing more.
+                return [.log(.warning, "session \(id): delivered seq \(seq) not stored: \(error)")]
+            }
+            return []
+
+        case .givenUp(let id, let seq, let code, let reason):
+            var actions: [SessionAction] = []
+            if case .failure(let error) = result {
+                // The message stays stored: after a restart it is given up again (or sent, if the server lacks it).
+                actions.append(.log(.warning, "session \(id): giving up seq \(seq) not stored: \(error)"))
+            }
+            actions.append(.log(.info, "session \(id): outbound seq \(seq) given up: \(reason)"))
+            if let client = sessions[id]?.attachedClient {
+                actions.append(.event(client: client, .expired(.init(session: id, seq: seq, code: code, message: reason))))
+            }
+            return actions
+
+        case .closed(let client, let request, let id):
+            var actions: [SessionAction] = []
+            if case .failure(let error) = result {
+                actions.append(.log(.warning, "session \(id): close not stored: \(error)"))
+            }
+            if let client { actions.append(.reply(client: client, request: request, .ok(.init()))) }
+            return actions
+        }
+    }
+
+    /// A read of the store for the outbound window completed.
+    mutating func outboundLoaded(session id: UInt64, token: UInt64,
+                                 _ result: Result<[StoredOutboundMessage], SessionPersistenceError>) -> [SessionAction] {
+        guard let load = sessions[id]?.outboundLoad, load.token == token else { return [] }  // closed, or the window was reset
+        var session = take(id)
+        session.outboundLoad = nil
+        windowBytes -= load.reserved
+        var actions: [SessionAction] = []
+        switch result {
+        case .failure(let error):
+            actions.append(.log(.warning, "session \(id): outbound messages not read from the store: \(error)"))
+            actions.append(.storeFailed(reason: "session \(id): outbound messages not read from the store: \(error)"))
+            sessions[id] = session
+            return actions + wakeBudgetWaiters()
+        case .success(let messages):
+            // Nothing else changes the store after the window while a read is under way (no
+            // expiry, no OPEN_OK beyond the window): these are the outbox's next messages.
+            var added = 0
+            for message in messages where message.seq > session.loadedThroughSeq && session.outboxWindow.count < session.outboxStored {
+                session.outboxWindow.append(Session.OutboundEntry(seq: message.seq, payload: message.payload, deadlineMS: message.deadlineMS))
+                session.loadedThroughSeq = message.seq
+                session.loadedBytes += Session.windowCost(message.payload)
+                windowBytes += Session.windowCost(message.payload)
+                added += 1
+            }
+            // An expiry that waited for this read.
+            actions += expireStored(&session, now: clock())
+            sessions[id] = session
+            if added == 0, session.outboxWindow.count < session.outboxStored {
+                // Read again at once, it would find nothing again: wait for the next event instead.
+                return actions + [.log(.warning, "session \(id): the store holds no outbound message after seq \(session.loadedThroughSeq)")]
+            }
+            return actions + transmit(id) + wakeBudgetWaiters()
+        }
+    }
+
+    /// The store gave up expired outbound messages after the window.
+    mutating func outboundExpired(session id: UInt64, token: UInt64,
+                                  _ result: Result<ExpiredOutboundBatch, SessionPersistenceError>) -> [SessionAction] {
+        guard sessions[id]?.expiring == token else { return [] }  // closed
+        var session = take(id)
+        session.expiring = nil
+        var actions: [SessionAction] = []
+        switch result {
+        case .failure(let error):
+            // Nothing was given up: try again in a second.
+            actions.append(.log(.warning, "session \(id): expired messages not given up: \(error)"))
+            actions.append(.expireAt(clock() + 1_000))
+        case .success(let batch):
+            let reason = "its TTL passed before it reached the server"
+            // Each was after the window (no read runs meanwhile) and not on any link.
+            for message in batch.messages {
+                session.outboxStored -= 1
+                session.outboxBytes -= message.bytes
+                outboxBytesByUID[session.owner, default: 0] -= message.bytes
+                session.givenUp += 1
+                actions.append(.log(.info, "session \(id): outbound seq \(message.seq) given up: \(reason)"))
+                if let client = session.attachedClient {
+                    actions.append(.event(client: client, .expired(.init(session: id, seq: message.seq, code: .expired, message: reason))))
+                }
+            }
+            session.storeDeadlineMS = batch.nextDeadlineMS
+            let now = clock()
+            if batch.messages.count >= limits.expiryBatch {
+                actions += expireStored(&session, now: now)  // more are due
+            } else if let next = batch.nextDeadlineMS {
+                actions.append(.expireAt(next))
+            }
+        }
+        sessions[id] = session
+        return actions + transmit(id)
+    }
+
+    /// The store found the messages an OPEN_OK's LAST_ACKED covers beyond the window.
+    mutating func outboundLocated(session id: UInt64, token: UInt64,
+                                  _ result: Result<StoredOutboxSpan, SessionPersistenceError>) -> [SessionAction] {
+        guard let pending = sessions[id]?.locating, pending.token == token else { return [] }  // closed, or the link changed
+        sessions[id]?.locating = nil
+        switch result {
+        case .failure(let error):
+            return [.storeFailed(reason: "session \(id): the acknowledged outbound messages not found in the store: \(error)")]
+        case .success(let span):
+            return completeOpenOK(id, lastAcked: pending.lastAcked, window: pending.window, beyondWindow: span)
+        }
+    }
+
+    /// A read of the store for the inbound window completed.
+    mutating func inboundLoaded(session id: UInt64, token: UInt64,
+                                _ result: Result<[(seq: UInt64, payload: ByteBuffer)], SessionPersistenceError>) -> [SessionAction] {
+        guard let load = sessions[id]?.inboundLoad, load.token == token else { return [] }  // closed, detached or re-attached
+        var session = take(id)
+        session.inboundLoad = nil
+        windowBytes -= load.reserved
+        switch result {
+        case .failure(let error):
+            sessions[id] = session
+            return [.log(.warning, "session \(id): inbound messages not read from the store: \(error)"),
+                    .storeFailed(reason: "session \(id): inbound messages not read from the store: \(error)")] + wakeBudgetWaiters()
+        case .success(let messages):
+            for message in messages where message.seq == session.dispatchedSeq + UInt64(session.inbox.count) + 1 {
+                session.inbox.append(message)
+                session.inboxWindowBytes += Session.windowCost(message.payload)
+                windowBytes += Session.windowCost(message.payload)
+            }
+            sessions[id] = session
+            if session.inbox.isEmpty {
+                // Read again at once, it would find nothing again: wait for the next event instead.
+                return [.log(.warning, "session \(id): the store holds no inbound message after seq \(session.dispatchedSeq)")]
+            }
+            return deliver(id) + wakeBudgetWaiters()
+        }
+    }
+}

@@ -1,0 +1,352 @@
+import AgentIPC
+import IMLink
+import NIOCore
+
+/// Outbound: stored SENDs to DATA on the link, ACKs, TTLs, OPEN_OK and OPEN_FAIL.
+extension SessionRouter {
+    // MARK: Outbound
+
+    mutating func outboundStored(client: UInt64, request: UInt32, session id: UInt64, seq: UInt64, token: UInt64,
+                                         _ result: Result<Void, SessionPersistenceError>) -> [SessionAction] {
+        guard let entry = sessions[id]?.storingOut[seq], entry.token == token else {
+            // Closed meanwhile, or an earlier failure already gave this seq up.
+            switch result {
+            case .success where sessions[id] == nil:
+                return [.fail(client: client, request: request, .sessionClosed, "session \(id) was closed")]
+            case .success:
+                return [.fail(client: client, request: request, .internal, "message \(seq) was stored after an earlier one failed"),
+                        .log(.warning, "session \(id): store completed seq \(seq) after a failed append")] + releaseAttaches(id)
+            case .failure(let error):
+                return [.fail(client: client, request: request, error == .full ? .queueFull : .internal, "message not stored: \(error)")]
+            }
+        }
+        var session = take(id)
+        switch result {
+        case .failure(let error):
+            // Later appends of this session fail too (the store's contract): give their seqs back now.
+            for later in session.storingOut.keys where later >= seq {
+                let bytes = session.storingOut.removeValue(forKey: later)?.payload.readableBytes ?? 0
+                session.storingOutBytes -= bytes
+                outboxBytesByUID[session.owner, default: 0] -= bytes
+            }
+            session.assignedSeq = seq - 1
+            sessions[id] = session
+            return [.fail(client: client, request: request, error == .full ? .queueFull : .internal, "message not stored: \(error)")]
+                + releaseAttaches(id)
+        case .success:
+            session.storingOut[seq]?.stored = true
+            var actions: [SessionAction] = []
+            // ACCEPTED in seq order, so a client's SEQs arrive increasing.
+            while let next = session.storingOut[session.sentSeq + 1], next.stored {
+                session.storingOut[session.sentSeq + 1] = nil
+                session.sentSeq += 1
+                acceptedTotal += 1
+                let bytes = next.payload.readableBytes
+                session.storingOutBytes -= bytes
+                session.outboxBytes += bytes
+                // The window keeps it when everything before it is in memory too, nothing reads or
+                // gives up after the window, and there is room; otherwise it is read back from the
+                // store when its turn comes.
+                let cost = Session.windowCost(next.payload)
+                let keep = session.outboxWindow.count == session.outboxStored && session.outboundLoad == nil
+                    && session.expiring == nil && session.locating == nil && !session.isFailed && fits(cost, session)
+                session.outboxStored += 1
+                if keep {
+                    session.outboxWindow.append(.init(seq: session.sentSeq, payload: next.payload, deadlineMS: next.deadlineMS,
+                                                     acceptedAt: now()))
+                    session.loadedThroughSeq = session.sentSeq
+                    session.loadedBytes += cost
+                    windowBytes += cost
+                } else if let deadline = next.deadlineMS {
+                    session.storeDeadlineMS = min(session.storeDeadlineMS ?? deadline, deadline)
+                }
+                if let deadline = next.deadlineMS {
+                    sessionsWithTTL.insert(id)
+                    actions.append(.expireAt(deadline))
+                }
+            }
+            actions.append(.reply(client: client, request: request, .accepted(.init(session: id, seq: seq))))
+            sessions[id] = session
+            actions += transmit(id)
+            actions += releaseAttaches(id)
+            return actions
+        }
+    }
+
+    /// The OPENEDs that waited for the session's SENDs in flight, once none is left.
+    mutating func releaseAttaches(_ id: UInt64) -> [SessionAction] {
+        // Looked up first: on the message path there is nothing waiting, and no session to copy.
+        guard attachesAwaitingStores[id] != nil, let session = sessions[id], session.assignedSeq == session.sentSeq,
+              let waiting = attachesAwaitingStores.removeValue(forKey: id) else { return [] }
+        var actions: [SessionAction] = []
+        for waiter in waiting where session.attachedClient == waiter.client {
+            actions.append(.reply(client: waiter.client, request: waiter.request, .opened(opened(session))))
+        }
+        return actions + deliver(id)
+    }
+
+    /// DATA for what the window allows, after the entries already on this link.
+    /// A message whose TTL passed, or too large for the server, is given up
+    /// here instead: it was never on this link, and OPEN_OK said the server lacks it.
+    mutating func transmit(_ id: UInt64) -> [SessionAction] {
+        guard let link, let upstream = sessions[id]?.upstream, upstream == .open else { return [] }
+        var session = take(id)
+        defer { sessions[id] = session }
+        var actions: [SessionAction] = []
+        let now = clock()
+        while session.transmittedCount < session.outboxWindow.count {
+            if let window = session.sendWindow, session.transmittedCount >= Int(window) { break }
+            let message = session.outboxWindow[session.outboxWindow.index(session.outboxWindow.startIndex, offsetBy: session.transmittedCount)]
+            if message.seq > session.heldThroughSeq, let deadline = message.deadlineMS, deadline <= now {
+                actions += giveUp(&session, at: session.transmittedCount, code: .expired, reason: "its TTL passed before it reached the server")
+                continue
+            }
+            if message.bytes > Int(link.maxFrame) {
+                actions += giveUp(&session, at: session.transmittedCount, code: .payloadTooLarge,
+                                  reason: "\(message.bytes) bytes exceed the server's MAX_FRAME of \(link.maxFrame) bytes")
+                continue
+            }
+            session.heldThroughSeq = max(session.heldThroughSeq, message.seq)
+            if message.seq <= session.transmittedThroughSeq { resentTotal += 1 } else { session.transmittedThroughSeq = message.seq }
+            session.transmittedCount += 1
+            let wireSeq = session.wireAckedSeq + UInt64(session.transmittedCount)
+            actions.append(.send(.data(DataFrame(session: id, seq: wireSeq, body: message.payload))))
+        }
+        actions += refillOutbound(&session)
+        return actions
+    }
+
+    /// Forgets the outbox entry at `offset` (not on the current link, not held by the server)
+    /// and tells its client once that is stored.
+    mutating func giveUp(_ session: inout Session, at offset: Int, code: IPCErrorCode, reason: String) -> [SessionAction] {
+        let entry = session.outboxWindow.remove(at: session.outboxWindow.index(session.outboxWindow.startIndex, offsetBy: offset))
+        session.givenUp += 1
+        session.outboxStored -= 1
+        session.outboxBytes -= entry.bytes
+        outboxBytesByUID[session.owner, default: 0] -= entry.bytes
+        session.loadedBytes -= Session.windowCost(entry.payload)
+        windowBytes -= Session.windowCost(entry.payload)
+        return [.persist(.giveUpOutbound(session: session.id, seq: entry.seq),
+                         then: .givenUp(session: session.id, seq: entry.seq, code: code, reason: reason))]
+    }
+
+    /// Gives up the session's messages whose TTL passed and that the server
+    /// is known not to have; returns the next deadline still ahead, if any.
+    /// The window is looked at here; after it, the store finds them (`expireStored`).
+    mutating func expire(_ id: UInt64, now: Int64) -> (actions: [SessionAction], next: Int64?) {
+        guard sessions[id] != nil else {
+            sessionsWithTTL.remove(id)
+            return ([], nil)
+        }
+        var session = take(id)
+        defer { sessions[id] = session }
+        // An OPEN_OK waiting for the store: the window must stay as LAST_ACKED found it.
+        if session.locating != nil { return ([], nil) }
+        var actions: [SessionAction] = []
+        var next: Int64?
+        var waiting = false
+        var offset = session.transmittedCount  // those before are on the current link: the server decides them
+        while offset < session.outboxWindow.count {
+            let entry = session.outboxWindow[session.outboxWindow.index(session.outboxWindow.startIndex, offsetBy: offset)]
+            if let deadline = entry.deadlineMS {
+                if entry.seq > session.heldThroughSeq, deadline <= now {
+                    actions += giveUp(&session, at: offset, code: .expired, reason: "its TTL passed before it reached the server")
+                    continue
+                }
+                waiting = true
+                if entry.seq > session.heldThroughSeq { next = min(next ?? deadline, deadline) }
+            }
+            offset += 1
+        }
+        actions += expireStored(&session, now: now)
+        if let deadline = session.storeDeadlineMS {
+            waiting = true
+            if deadline > now { next = min(next ?? deadline, deadline) }
+        }
+        if !waiting, session.expiring == nil,
+           !session.outboxWindow.prefix(session.transmittedCount).contains(where: { $0.deadlineMS != nil }) {
+            sessionsWithTTL.remove(id)
+        }
+        return (actions, next)
+    }
+
+    /// Asks the store to give up the expired messages after the window, when one may have
+    /// expired and nothing else reads or changes what is after the window meanwhile.
+    /// (Before a restart's first OPEN_OK the server may hold them all: nothing expires.)
+    mutating func expireStored(_ session: inout Session, now: Int64) -> [SessionAction] {
+        guard session.expiring == nil else { return [] }
+        guard session.outboxWindow.count < session.outboxStored else {
+            session.storeDeadlineMS = nil  // everything stored is in the window
+            return []
+        }
+        guard let deadline = session.storeDeadlineMS, deadline <= now, session.outboundLoad == nil, session.locating == nil,
+              session.heldThroughSeq <= session.loadedThroughSeq else { return [] }
+        let token = takeToken()
+        session.expiring = token
+        return [.expireOutbound(session: session.id, after: session.loadedThroughSeq, nowMS: now, limit: limits.expiryBatch, token: token)]
+    }
+
+    /// The TTL timer fired: give up what is due, everywhere.
+    mutating func expireDue() -> [SessionAction] {
+        let now = clock()
+        var actions: [SessionAction] = []
+        var next: Int64?
+        for id in sessionsWithTTL.sorted() {
+            let (expired, due) = expire(id, now: now)
+            actions += expired
+            if let due { next = min(next ?? due, due) }
+        }
+        if let next { actions.append(.expireAt(next)) }
+        return actions
+    }
+
+    /// The server holds everything up to wire seq `wireSeq`: drop it, record
+    /// it (as the IPC seq of the last message it covers), and tell the client once stored.
+    /// What it covers after the window (only an OPEN_OK after a restart) comes as `span`.
+    mutating func advanceAcked(_ id: UInt64, toWire wireSeq: UInt64, beyondWindow span: StoredOutboxSpan? = nil) -> [SessionAction] {
+        guard let current = sessions[id]?.wireAckedSeq, wireSeq > current else { return [] }
+        var session = take(id)
+        defer { sessions[id] = session }
+        let count = Int(min(wireSeq - session.wireAckedSeq, UInt64(session.outboxWindow.count)))
+        var seq = session.ackedSeq
+        var bytes = 0
+        var cost = 0
+        for _ in 0..<count {
+            let entry = session.outboxWindow.removeFirst()
+            if let accepted = entry.acceptedAt { acknowledged(now() - accepted) }
+            seq = entry.seq
+            bytes += entry.bytes
+            cost += Session.windowCost(entry.payload)
+        }
+        session.loadedBytes -= cost
+        windowBytes -= cost
+        var covered = count
+        if let span, span.count > 0 {
+            seq = span.lastSeq
+            bytes += span.bytes
+            covered += span.count
+        }
+        guard covered > 0 else { return [] }
+        session.outboxStored -= covered
+        session.outboxBytes -= bytes
+        outboxBytesByUID[session.owner, default: 0] -= bytes
+        session.ackedSeq = seq
+        session.loadedThroughSeq = max(session.loadedThroughSeq, seq)
+        session.wireAckedSeq += UInt64(covered)
+        session.transmittedCount = max(0, session.transmittedCount - count)
+        return [.persist(.markAcked(session: id, seq: seq), then: .ackedStored(session: id, seq: seq))]
+    }
+
+    mutating func openOK(_ ok: OpenOK) -> [SessionAction] {
+        guard let session = sessions[ok.session], session.upstream == .opening, session.locating == nil else {
+            return [.log(.debug, "OPEN_OK for session \(ok.session), which is not being opened")]
+        }
+        var actions: [SessionAction] = []
+        // LAST_ACKED is a wire seq (see `Session`).
+        var lastAcked = ok.lastAcked
+        let highest = session.wireAckedSeq + UInt64(session.outboxStored)
+        if lastAcked > highest {
+            actions.append(.log(.warning, "session \(ok.session): server claims wire seq \(lastAcked) but only \(highest) were sent"))
+            lastAcked = highest
+        }
+        if lastAcked < session.wireAckedSeq {
+            actions.append(.log(.warning, "session \(ok.session): server lost wire seqs \(lastAcked + 1)…\(session.wireAckedSeq), which it had acknowledged"))
+        }
+        let covered = lastAcked > session.wireAckedSeq ? Int(lastAcked - session.wireAckedSeq) : 0
+        guard covered > session.outboxWindow.count else {
+            return actions + completeOpenOK(ok.session, lastAcked: lastAcked, window: ok.window, beyondWindow: nil)
+        }
+        // After a restart nothing is read back yet: the store says which seqs (gaps of
+        // messages given up included) and how many bytes the acknowledged messages are.
+        var pending = take(ok.session)
+        if let load = pending.outboundLoad {
+            windowBytes -= load.reserved
+            pending.outboundLoad = nil
+        }
+        let token = takeToken()
+        pending.locating = Session.PendingOpenOK(token: token, lastAcked: lastAcked, window: ok.window)
+        let after = pending.loadedThroughSeq
+        sessions[ok.session] = pending
+        return actions + [.locateOutbound(session: ok.session, after: after, count: covered - pending.outboxWindow.count, token: token)]
+    }
+
+    /// The session is open upstream: what the server holds is acknowledged, the rest is sent.
+    mutating func completeOpenOK(_ id: UInt64, lastAcked: UInt64, window: UInt32?, beyondWindow span: StoredOutboxSpan?) -> [SessionAction] {
+        var actions: [SessionAction] = []
+        sessions[id]?.upstream = .open
+        sessions[id]?.transmittedCount = 0
+        sessions[id]?.sendWindow = link?.flow == true ? (window ?? Session.defaultWindow) : nil
+        actions += advanceAcked(id, toWire: lastAcked, beyondWindow: span)
+        // The server lacks everything after LAST_ACKED: from now on their TTLs count.
+        if let acked = sessions[id]?.ackedSeq { sessions[id]?.heldThroughSeq = acked }
+        if sessionsWithTTL.contains(id) {
+            let (expired, next) = expire(id, now: clock())
+            actions += expired
+            if let next { actions.append(.expireAt(next)) }
+        }
+        if let (client, change) = sessions[id].map({ ($0.attachedClient, SessionChange(.state, $0)) }) {
+            if let client {
+                actions.append(.event(client: client, .sessionState(.init(session: id, state: change.state))))
+            }
+            actions.append(.watch(change))
+        }
+        actions += transmit(id)
+        return actions
+    }
+
+    mutating func openFail(_ fail: OpenFail) -> [SessionAction] {
+        guard var session = sessions[fail.session] else {
+            return [.log(.debug, "OPEN_FAIL for session \(fail.session), which is not open here")]
+        }
+        let text = fail.message ?? "\(fail.code)"
+        var actions: [SessionAction] = []
+        if fail.code == .sessionClosed {
+            if let client = session.attachedClient {
+                actions.append(.event(client: client, .sessionState(.init(session: fail.session, state: .closed, code: .sessionClosed, message: text))))
+            }
+            actions += closeLocally(fail.session, tellUpstream: false, reason: "the server closed the session: \(text)",
+                                    then: .closed(client: nil, request: 0, session: fail.session))
+            return finish(actions)
+        }
+        // FORBIDDEN or anything else: this session only fails; the link and the others go on.
+        session = take(fail.session)
+        session.upstream = .failed(code: fail.code.rawValue, message: text)
+        releaseWindows(&session)
+        budgetWaiters.remove(fail.session)
+        sessions[fail.session] = session
+        actions += wakeBudgetWaiters()
+        actions.append(.log(.warning, "server refused session \(fail.session) (\(fail.code)): \(text)"))
+        if let client = session.attachedClient {
+            actions.append(.event(client: client, .sessionState(.init(session: fail.session, state: .failed, code: .upstreamRejected,
+                                                                      message: "the server refused the session (\(fail.code)): \(text)"))))
+        }
+        actions.append(.watch(SessionChange(.state, session, reason: "the server refused the session (\(fail.code)): \(text)")))
+        return actions
+    }
+
+    mutating func ackIn(_ ack: Ack) -> [SessionAction] {
+        // Only the counters: a copy of the session held across `advanceAcked` would make it copy the outbox.
+        guard let (wireAckedSeq, transmittedCount) = sessions[ack.session].map({ ($0.wireAckedSeq, $0.transmittedCount) }) else {
+            return [.log(.debug, "ACK for session \(ack.session), which is not open here")]
+        }
+        // ACK carries a wire seq (see `Session`).
+        guard ack.seq > wireAckedSeq else { return [] }
+        let lastSent = wireAckedSeq + UInt64(transmittedCount)
+        guard ack.seq <= lastSent else {
+            return [.dropLink(reason: "ACK \(ack.seq) for session \(ack.session) beyond the last DATA sent (\(lastSent))")]
+        }
+        return advanceAcked(ack.session, toWire: ack.seq) + transmit(ack.session)
+    }
+
+    mutating func windowIn(_ update: WindowUpdate) -> [SessionAction] {
+        guard link?.flow == true else {
+            return [.dropLink(reason: "WINDOW for session \(update.session) without FLOW negotiated")]
+        }
+        guard var session = sessions[update.session], session.upstream == .open else {
+            return [.log(.debug, "WINDOW for session \(update.session), which is not open here")]
+        }
+        session.sendWindow = update.window
+        sessions[update.session] = session
+        return transmit(update.session)
+    }
+}

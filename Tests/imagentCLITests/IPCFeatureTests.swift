@@ -115,30 +115,7 @@ struct IPCFeatureTests {
         // The server takes 64 KiB frames; the daemon accepts 1 MiB payloads from clients.
         try await withRealDaemon(serverMaxFrame: 65_536) { daemon in
             _ = try await daemon.waitForLink("connected")
-            let client = try await IPCClient.connect(socketPath: daemon.socketPath, clientName: "big")
-            let session = try await client.open(service: "echo").session
-            var events = client.events.makeAsyncIterator()
-            try await client.send(session: session, text: "small")
-            try await client.send(session: session, payload: ByteBuffer(repeating: 0x62, count: 100_000))
-            try await client.send(session: session, text: "after")
-            var echoes: [String] = []
-            var expired: [IPCMessage.Expired] = []
-            while echoes.count < 2, let event = try await events.next() {
-                switch event {
-                case .message(let message):
-                    echoes.append(String(buffer: message.payload))
-                    try await client.ack(session: session, seq: message.seq)
-                case .expired(let message): expired.append(message)
-                default: continue
-                }
-            }
-            print("over the server's MAX_FRAME: \(expired.map { "seq \($0.seq) code \($0.code): \($0.message ?? "")" })")
-            #expect(echoes == ["small", "after"])
-            #expect(expired.map(\.seq) == [2])
-            #expect(expired.first?.code == .payloadTooLarge)
-            let status = try await client.status()
-            #expect(status.contains("\"reconnects\":0"), "the link was dropped: \(status)")
-            await client.close()
+            try await expectOversizedMessageFailsAlone(socketPath: daemon.socketPath, size: 100_000, limit: "the server's MAX_FRAME")
         }
     }
 

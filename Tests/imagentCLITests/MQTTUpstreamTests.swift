@@ -32,30 +32,8 @@ struct MQTTUpstreamTests {
     @Test func aMessageAboveTheBrokersMaximumPacketSize_failsAlone() async throws {
         try await withMQTTDaemon(brokerExtra: "max_packet_size 4096") { daemon, _, _ in
             _ = try await daemon.waitForLink("connected")
-            let client = try await IPCClient.connect(socketPath: daemon.socketPath, clientName: "big")
-            let session = try await client.open(service: "echo").session
-            var events = client.events.makeAsyncIterator()
-            try await client.send(session: session, text: "small")
-            try await client.send(session: session, payload: ByteBuffer(repeating: 0x62, count: 5_000))
-            try await client.send(session: session, text: "after")
-            var echoes: [String] = []
-            var expired: [IPCMessage.Expired] = []
-            while echoes.count < 2, let event = try await events.next() {
-                switch event {
-                case .message(let message):
-                    echoes.append(String(buffer: message.payload))
-                    try await client.ack(session: session, seq: message.seq)
-                case .expired(let message): expired.append(message)
-                default: continue
-                }
-            }
-            print("over the broker's Maximum Packet Size: \(expired.map { "seq \($0.seq) code \($0.code): \($0.message ?? "")" })")
-            #expect(echoes == ["small", "after"])
-            #expect(expired.map(\.seq) == [2])
-            #expect(expired.first?.code == .payloadTooLarge)
-            let status = try await client.status()
-            #expect(status.contains("\"reconnects\":0"), "the link was dropped: \(status)")
-            await client.close()
+            try await expectOversizedMessageFailsAlone(socketPath: daemon.socketPath, size: 5_000,
+                                                       limit: "the broker's Maximum Packet Size")
         }
     }
 

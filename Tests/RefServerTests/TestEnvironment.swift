@@ -28,7 +28,7 @@ struct TestEnvironment: Sendable {
     /// A new empty file in the directory, for a child process's output.
     func emptyFile(_ name: String) -> URL {
         let path = directory + "/" + name
-        FileManager.default.createFile(atPath: path, contents: nil)
+        _ = FileManager.default.createFile(atPath: path, contents: nil)
         return URL(fileURLWithPath: path)
     }
 

@@ -44,13 +44,15 @@ enum DaemonRunner {
             try? await group.shutdownGracefully()
             throw error
         }
+        // From here on the metrics live on the loop, owned by DaemonCore.
+        let metricsOnLoop = NIOLoopBoundBox.makeBoxSendingValue(metrics, eventLoop: loop)
         // Sessions load before any client connects or the link comes up.
         let core = try await loop.flatSubmit {
             let sessions = SessionService(limits: SessionLimits(configuration),
                                           persistence: persistence, link: link, loop: loop, logger: logger)
             let core = DaemonCore(configuration: configuration, link: link, sessions: sessions, loop: loop, logger: logger,
                                   logLevel: logLevel, reloadConfiguration: reload, configPath: configPath,
-                                  unconfigured: unconfigured, metrics: metrics)
+                                  unconfigured: unconfigured, metrics: metricsOnLoop.value)
             let bound = NIOLoopBound(core, eventLoop: loop)
             return sessions.start().map { bound }
         }.get()

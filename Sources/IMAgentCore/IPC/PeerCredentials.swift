@@ -28,15 +28,16 @@ extension PeerCredentials {
     /// channel's loop, where the socket option is read at once.
     static func groups(of channel: Channel) -> [gid_t]? {
         guard let provider = channel as? SocketOptionProvider else { return nil }
-        var groups: [gid_t]?
+        // On the loop the option is read at once and the callback runs before this returns.
+        let groups = NIOLoopBoundBox<[gid_t]?>(nil, eventLoop: channel.eventLoop)
         provider.unsafeGetSocketOption(level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(Self.soPeerGroups))
             .whenSuccess { (list: KernelGroups) in
                 // NIO zero-fills the buffer and drops the length: trailing zeros are unused slots.
                 var found: [gid_t] = []
                 for index in list.gids.indices where list.gids[index] != 0 { found.append(list.gids[index]) }
-                groups = found
+                groups.value = found
             }
-        return groups
+        return groups.value
     }
 
     /// SO_PEERGROUPS from <asm-generic/socket.h> (Linux 4.13).

@@ -32,7 +32,8 @@ final class ScriptedBroker: Sendable {
                 context.write(wrapOutboundOut(.connack(ConnAck(sessionPresent: false, reasonCode: .success))), promise: nil)
                 if let redirect {
                     let disconnect = Disconnect(reasonCode: .useAnotherServer, properties: [Property(.serverReference, .string(redirect))])
-                    context.writeAndFlush(wrapOutboundOut(.disconnect(disconnect))).whenComplete { _ in context.close(promise: nil) }
+                    let channel = context.channel
+                    context.writeAndFlush(wrapOutboundOut(.disconnect(disconnect))).whenComplete { _ in channel.close(promise: nil) }
                     return
                 }
                 context.flush()

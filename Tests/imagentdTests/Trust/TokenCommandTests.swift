@@ -53,7 +53,7 @@ import Testing
         defer { fclose(file) }
         var buffer = [CChar](repeating: 0, count: 512)
         guard fgets(&buffer, 512, file) != nil else { return true }
-        let line = String(cString: buffer)
+        let line = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         guard let close = line.lastIndex(of: ")") else { return false }
         return line[line.index(close, offsetBy: 2)] == "Z"
     }

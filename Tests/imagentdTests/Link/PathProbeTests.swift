@@ -24,6 +24,15 @@ import Testing
         return (.silent, start + deadline)
     }
 
+    /// The first probe of a suspicion from `at(0)` (reply owed since 0, ACK
+    /// deadline 1 s): the timer it arms, fired.
+    func firstProbe(_ probe: inout Probe) -> Probe.ProbeID? {
+        guard case .armTimer(let timer, let due)? = probe.replyOwed(since: at(0), ackDeadline: .seconds(1), now: at(0)).first,
+            case .connect(let first, _)? = probe.timerFired(timer, now: due).first
+        else { return nil }
+        return first
+    }
+
     /// Runs one suspicion from `at(0)` (DATA unanswered since 0, ACK deadline
     /// 1 s) to the path-back verdict; returns when it came.
     func runPartition(healAt heal: MonotonicInstant, seed: UInt64) -> MonotonicInstant? {
@@ -113,12 +122,7 @@ import Testing
 
     @Test func aProbeThatConnectsAtOnce_leavesTheLinkAlone_untilTheSuspicionClears() throws {
         var probe = makeProbe()
-        guard case .armTimer(let timer, let due)? = probe.replyOwed(since: at(0), ackDeadline: .seconds(1), now: at(0)).first,
-            case .connect(let first, _)? = probe.timerFired(timer, now: due).first
-        else {
-            Issue.record("a probe")
-            return
-        }
+        let first = try #require(firstProbe(&probe), "a probe")
         #expect(probe.probeEnded(first, .connected(after: .milliseconds(3)), now: at(1.003)).isEmpty, "the path answers: not the path's silence")
         #expect(!probe.active)
         #expect(probe.replyOwed(since: at(0), ackDeadline: .seconds(1), now: at(2)).isEmpty, "one verdict per suspicion")
@@ -126,38 +130,23 @@ import Testing
         #expect(!probe.replyOwed(since: at(3), ackDeadline: .seconds(1), now: at(3)).isEmpty, "a new suspicion probes again")
     }
 
-    @Test func aRefusedProbe_endsProbing() {
+    @Test func aRefusedProbe_endsProbing() throws {
         var probe = makeProbe()
-        guard case .armTimer(let timer, let due)? = probe.replyOwed(since: at(0), ackDeadline: .seconds(1), now: at(0)).first,
-            case .connect(let first, _)? = probe.timerFired(timer, now: due).first
-        else {
-            Issue.record("a probe")
-            return
-        }
+        let first = try #require(firstProbe(&probe), "a probe")
         #expect(probe.probeEnded(first, .refused, now: at(1.001)).isEmpty)
         #expect(!probe.active, "the host is there and refusing: the heartbeat decides")
     }
 
-    @Test func aFirstProbeWhoseSYNWasResent_provesNothing_aLossyPathDoesThat() {
+    @Test func aFirstProbeWhoseSYNWasResent_provesNothing_aLossyPathDoesThat() throws {
         var probe = makeProbe()
-        guard case .armTimer(let timer, let due)? = probe.replyOwed(since: at(0), ackDeadline: .seconds(1), now: at(0)).first,
-            case .connect(let first, _)? = probe.timerFired(timer, now: due).first
-        else {
-            Issue.record("a probe")
-            return
-        }
+        let first = try #require(firstProbe(&probe), "a probe")
         #expect(probe.probeEnded(first, .connected(after: .milliseconds(1_002)), now: at(2.002)).isEmpty)
         #expect(!probe.active)
     }
 
-    @Test func aFrameReceived_abandonsTheProbeInFlight_andItsLateResultIsIgnored() {
+    @Test func aFrameReceived_abandonsTheProbeInFlight_andItsLateResultIsIgnored() throws {
         var probe = makeProbe()
-        guard case .armTimer(let timer, let due)? = probe.replyOwed(since: at(0), ackDeadline: .seconds(1), now: at(0)).first,
-            case .connect(let first, _)? = probe.timerFired(timer, now: due).first
-        else {
-            Issue.record("a probe")
-            return
-        }
+        let first = try #require(firstProbe(&probe), "a probe")
         #expect(probe.cleared() == [.abandon(first)])
         #expect(probe.probeEnded(first, .connected(after: .seconds(1.5)), now: at(2.5)).isEmpty)
         #expect(!probe.active)

@@ -1,3 +1,4 @@
+import AgentIPC
 import Foundation
 import IMAgentTestKit
 import Testing
@@ -48,13 +49,21 @@ struct RealDaemonTests {
     @Test func adminOps_disconnectAndConnectTheLink_andWatchSeesIt() async throws {
         try await withRealDaemon { daemon in
             _ = try await daemon.waitForLink("connected")
-            async let watched = daemon.imagent(["watch", "--json", "--count", "2"])
-            try await Task.sleep(for: .milliseconds(300))
+            // WATCH shows only what happens after its OK: subscribe first (a CLI `watch` started
+            // beside the disconnect could subscribe after it on a loaded machine and wait forever).
+            let watcher = try await IPCClient.connect(socketPath: daemon.socketPath, clientName: "watcher")
+            var events = try await watcher.watch().makeAsyncIterator()
             #expect(try await daemon.imagent(["disconnect"]).status == 0)
             _ = try await daemon.waitForLink("stopped")
-            let events = try await watched
-            #expect(events.status == 0)
-            #expect(events.stdout.contains("\"event\":\"link\""))
+            var states: [String] = []
+            while !states.contains("stopped"), let event = try await events.next() {
+                guard case .watch(let document) = event,
+                      let object = try JSONSerialization.jsonObject(with: Data(document.json.utf8)) as? [String: Any],
+                      object["event"] as? String == "link" else { continue }
+                states.append(object["state"] as? String ?? "?")
+            }
+            #expect(states.last == "stopped", "link events seen: \(states)")
+            await watcher.close()
             #expect(try await daemon.imagent(["connect"]).status == 0)
             _ = try await daemon.waitForLink("connected")
 

@@ -72,6 +72,12 @@ struct Session {
     /// A message's share of the memory budget while it is in a window.
     static func windowCost(_ payload: ByteBuffer) -> Int { payload.readableBytes + windowEntryOverhead }
 
+    /// The most payload bytes one session has written on the link and not yet seen
+    /// acknowledged (at least one message). A backlog draining on some sessions then
+    /// puts at most this much per session ahead of a live message on another one,
+    /// instead of its whole window (1,024 frames of up to MAX_FRAME each).
+    static let linkAheadBytes = 512 * 1024
+
     /// The window a sender starts with when none was announced (`wire.md` §5).
     static let defaultWindow: UInt32 = 1024
 
@@ -103,7 +109,11 @@ struct Session {
     /// The wire seq of the last message the server acknowledged (see above).
     var wireAckedSeq: UInt64 = 0
     /// Outbox entries, from the front, written on the current link; 0 after a link change.
-    var transmittedCount = 0
+    var transmittedCount = 0 {
+        didSet { if transmittedCount == 0 { transmittedBytes = 0 } }
+    }
+    /// Payload bytes of those entries (bounded by `linkAheadBytes`).
+    var transmittedBytes = 0
     /// Messages given up so far (persisted, to rebuild `wireAckedSeq` after a restart).
     var givenUp: UInt64 = 0
     /// Messages `ackedSeq + 1 … sentSeq` still stored (without those given up): the outbox's length.

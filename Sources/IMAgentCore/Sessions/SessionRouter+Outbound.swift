@@ -96,6 +96,8 @@ extension SessionRouter {
         let now = clock()
         while session.transmittedCount < session.outboxWindow.count {
             if let window = session.sendWindow, session.transmittedCount >= Int(window) { break }
+            // The ACKs of what is ahead on the link call this again.
+            if session.transmittedCount > 0, session.transmittedBytes >= Session.linkAheadBytes { break }
             let message = session.outboxWindow[session.outboxWindow.index(session.outboxWindow.startIndex, offsetBy: session.transmittedCount)]
             if message.seq > session.heldThroughSeq, let deadline = message.deadlineMS, deadline <= now {
                 actions += giveUp(&session, at: session.transmittedCount, code: .expired, reason: "its TTL passed before it reached the server")
@@ -109,6 +111,7 @@ extension SessionRouter {
             session.heldThroughSeq = max(session.heldThroughSeq, message.seq)
             if message.seq <= session.transmittedThroughSeq { resentTotal += 1 } else { session.transmittedThroughSeq = message.seq }
             session.transmittedCount += 1
+            session.transmittedBytes += message.bytes
             let wireSeq = session.wireAckedSeq + UInt64(session.transmittedCount)
             actions.append(.send(.data(DataFrame(session: id, seq: wireSeq, body: message.payload))))
         }
@@ -220,6 +223,7 @@ extension SessionRouter {
         }
         session.loadedBytes -= cost
         windowBytes -= cost
+        let bytesInWindow = bytes
         var covered = count
         if let span, span.count > 0 {
             seq = span.lastSeq
@@ -233,6 +237,7 @@ extension SessionRouter {
         session.ackedSeq = seq
         session.loadedThroughSeq = max(session.loadedThroughSeq, seq)
         session.wireAckedSeq += UInt64(covered)
+        session.transmittedBytes = max(0, session.transmittedBytes - bytesInWindow)
         session.transmittedCount = max(0, session.transmittedCount - count)
         return [.persist(.markAcked(session: id, seq: seq), then: .ackedStored(session: id, seq: seq))]
     }

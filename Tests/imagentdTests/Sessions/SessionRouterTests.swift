@@ -147,6 +147,21 @@ import Testing
         #expect(router.completing(router.received(.window(WindowUpdate(session: id, window: 10)))).dataSeqs == [4])
     }
 
+    @Test func aBacklogPutsAtMostLinkAheadBytesOnTheLink_soALiveSessionIsNotBehindItsWindow() {
+        var router = makeRouter()
+        let backlog = router.newSession()
+        let live = router.newSession()
+        let big = String(repeating: "b", count: 300 * 1024)  // two of them pass linkAheadBytes
+        for _ in 1...4 { _ = router.send(backlog, big) }
+        let up = router.establish()
+        #expect(up.dataSeqs == [1, 2])  // not all 4, although the window is 1,024 frames
+        #expect(router.send(live, "now").dataSeqs == [1])  // the live message goes out at once
+        #expect(router.completing(router.received(.ack(Ack(session: backlog, seq: 1)))).dataSeqs == [3])
+        #expect(router.completing(router.received(.ack(Ack(session: backlog, seq: 3)))).dataSeqs == [4])
+        _ = router.linkLost()
+        #expect(router.establish(lastAcked: { $0 == backlog ? 3 : 1 }).dataSeqs == [4])
+    }
+
     @Test func linkLossMakesInFlightDataUnsent_andTheNextLinkResendsIt() {
         var router = makeRouter()
         let id = router.newSession()

@@ -65,7 +65,8 @@ struct FaultDirector {
                 record.notes.append("the daemon did not see the server gone within 10 s")
             }
             try await cluster.startServer()
-            record.recoveries.append(await Recovery.measure("refserver back (same port, --state)", monitor: monitor,
+            let back = cluster.mqtt == nil ? "refserver back (same port, --state)" : "mosquitto back (SIGTERM before; same port, persistence)"
+            record.recoveries.append(await Recovery.measure(back, monitor: monitor,
                                                             startMS: start, endMS: wallMS(), reconnectsBefore: before))
         case .daemonKill:
             record.recoveries.append(try await restartDaemon(onto: .direct, "imagentd started again (kill -9 before)"))

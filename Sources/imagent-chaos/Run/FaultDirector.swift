@@ -20,8 +20,9 @@ struct FaultDirector {
     let seed: UInt64
 
     func run(_ fault: Fault) async throws -> PhaseRecord {
-        var record = PhaseRecord(name: fault.name, startMS: wallMS(), endMS: 0)
-        Log.line("phase: \(fault.name)")
+        let name = if case .serverKill = fault, cluster.mqtt != nil { "mosquitto SIGTERM + restart" } else { fault.name }
+        var record = PhaseRecord(name: name, startMS: wallMS(), endMS: 0)
+        Log.line("phase: \(name)")
         switch fault {
         case .clean(let seconds):
             try await sleep(seconds)

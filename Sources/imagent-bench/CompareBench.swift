@@ -110,12 +110,27 @@ func runCompareBench(_ options: CompareBenchOptions) async -> Int32 {
                     }
                     overMQTT = figures.map { (tuning, $0) }
                 }
+                // The baseline of the MQTT row's latency target: one client publishing at QoS 1 straight to
+                // the same upstream broker, answered by this process (not by the Python backend).
+                var directMQTT: Figures?
+                if let (tuning, bridge) = bridges.first, mqtt != nil {
+                    let port = bridge.upstreamPort
+                    directMQTT = await measured("direct MQTT client (mosquitto \(tuning.rawValue) upstream)") { completion, count, window in
+                        try await runThroughMosquitto(localPort: port, upstreamPort: port, completion: completion, size: size,
+                                                      count: count, window: window, topicRoot: "direct/")
+                    }
+                }
                 let direct = await measured("direct TCP") { completion, count, window in
                     try await runDirect(host: host, port: port, token: token, completion: completion, size: size,
                                         count: count, window: window)
                 }
                 if let (tuning, figures) = overMQTT, let bridge = brokers.first(where: { $0.0 == tuning })?.1 {
                     ratio("imagentd over MQTT ÷ mosquitto \(tuning.rawValue)", figures, bridge)
+                }
+                if let (_, figures) = overMQTT, let directMQTT {
+                    ratio("imagentd over MQTT ÷ direct MQTT client", figures, directMQTT)
+                    print("| \(label) | \(sessions) | imagentd over MQTT − direct MQTT client (ms) | | "
+                          + "| \(format(figures.p50 - directMQTT.p50, decimals: 3)) | \(format(figures.p99 - directMQTT.p99, decimals: 3)) | | |")
                 }
                 guard let imagent else { continue }
                 for (tuning, figures) in brokers { ratio("imagentd ÷ mosquitto \(tuning.rawValue)", imagent, figures) }

@@ -5,6 +5,8 @@ func pad(_ text: String, _ width: Int) -> String {
 }
 
 func format(_ value: Double, decimals: Int = 0) -> String {
+    // A difference can be negative; the digits below are those of the magnitude.
+    if value < 0 { return "-" + format(-value, decimals: decimals) }
     var scaled = value
     for _ in 0..<decimals { scaled *= 10 }
     let rounded = Int(scaled.rounded())

@@ -26,7 +26,10 @@ private let mosquittoRuns = Atomic<Int>(0)
 /// which the bridge carries back to the local broker and the sending client.
 /// A `sink` run is done when the upstream client has received the last
 /// message; an `echo` run when the sending client has.
-func runThroughMosquitto(localPort: Int, upstreamPort: Int, completion: Completion, size: Int, count: Int, window: Int) async throws -> RunResult {
+/// `topicRoot`: put before every topic; "direct/" keeps a client talking to the upstream broker
+/// alone out of the bridge's `bench/#` and `resp/#`.
+func runThroughMosquitto(localPort: Int, upstreamPort: Int, completion: Completion, size: Int, count: Int, window: Int,
+                         topicRoot: String = "") async throws -> RunResult {
     let run = mosquittoRuns.add(1, ordering: .relaxed).newValue
     let far = try await connectMQTT(port: upstreamPort)
     let near = try await connectMQTT(port: localPort)
@@ -34,21 +37,21 @@ func runThroughMosquitto(localPort: Int, upstreamPort: Int, completion: Completi
         try await near.executeThenClose { nearInbound, nearOutbound in
             let farReader = MQTTPacketReader(farInbound)
             let nearReader = MQTTPacketReader(nearInbound)
-            try await handshake(farReader, farOutbound, clientID: "imagent-bench-far-\(run)", subscribe: "bench/\(run)/#")
+            try await handshake(farReader, farOutbound, clientID: "imagent-bench-far-\(run)", subscribe: "\(topicRoot)bench/\(run)/#")
             try await handshake(nearReader, nearOutbound, clientID: "imagent-bench-near-\(run)",
-                                subscribe: completion == .echo ? "resp/\(run)/#" : nil)
+                                subscribe: completion == .echo ? "\(topicRoot)resp/\(run)/#" : nil)
             let payload = ByteBuffer(repeating: 0x5A, count: size)
             return try await withThrowingTaskGroup(of: Void.self) { group in
                 switch completion {
                 case .echo:
                     group.addTask {
-                        try await echo(count: count, reader: farReader, outbound: farOutbound, topic: "resp/\(run)/m")
+                        try await echo(count: count, reader: farReader, outbound: farOutbound, topic: "\(topicRoot)resp/\(run)/m")
                     }
                 case .sink:
                     group.addTask { try await drainAcks(count: count, reader: nearReader) }
                 }
                 let result = try await drive(count: count, window: window, send: { index in
-                    try await nearOutbound.write(.publish(topic: "bench/\(run)/m", packetID: packetID(index), payload: payload))
+                    try await nearOutbound.write(.publish(topic: "\(topicRoot)bench/\(run)/m", packetID: packetID(index), payload: payload))
                 }, receive: { progress in
                     let (reader, outbound) = completion == .echo ? (nearReader, nearOutbound) : (farReader, farOutbound)
                     var received = 0

@@ -23,11 +23,17 @@ final class Cluster: @unchecked Sendable {
     /// With the packaged [heartbeat] and [reconnect] defaults (heartbeat
     /// 15–300 s, backoff 1–60 s) rather than the suite's fast ones.
     private let packagedDefaults: Bool
+    /// With `--upstream mqtt`: the broker and echo backend in place of the reference server.
+    let mqtt: MQTTUpstream?
+
+    /// What the daemon's endpoint is: the reference server's address or the broker's.
+    var upstreamAddress: String { mqtt?.address ?? processes.serverAddress }
 
     var directory: String { processes.directory }
     var socketPath: String { processes.socketPath }
 
-    init(directory: String, topology: Topology, serverOnLoopback: Bool = false, packagedDefaults: Bool = false) throws {
+    init(directory: String, topology: Topology, serverOnLoopback: Bool = false, packagedDefaults: Bool = false,
+         upstream: Upstream = .imlink) throws {
         self.topology = topology
         self.packagedDefaults = packagedDefaults
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -35,18 +41,31 @@ final class Cluster: @unchecked Sendable {
                                         serverHost: serverOnLoopback ? "127.0.0.1" : topology.serverAddress,
                                         serverNamespace: serverOnLoopback ? topology.agentNamespace : topology.serverNamespace,
                                         spawner: Children.shared.spawner)
+        mqtt = upstream == .mqtt
+            ? try MQTTUpstream(directory: directory, host: serverOnLoopback ? "127.0.0.1" : topology.serverAddress,
+                               namespace: serverOnLoopback ? topology.agentNamespace : topology.serverNamespace)
+            : nil
     }
 
     // MARK: Reference server
 
     /// Starts the server on a free port the first time, the same port and state after; returns when it listens.
     func startServer() async throws {
+        if let mqtt { return try await mqtt.start() }
         try await processes.startServer()
     }
 
-    /// `kill -9` the server (it commits before it acknowledges, so nothing acknowledged is lost).
+    /// `kill -9` the server (it commits before it acknowledges, so nothing acknowledged is lost);
+    /// the broker gets SIGTERM instead (see `MQTTUpstream`).
     func killServer() async {
+        if let mqtt { return await mqtt.stopBroker() }
         if let server = processes.server { await Children.shared.kill9(server.process) }
+    }
+
+    /// Everything on the server's side stopped (the echo backend too).
+    func stopUpstream() async {
+        if let mqtt { return await mqtt.stop() }
+        await killServer()
     }
 
     // MARK: Daemon
@@ -59,7 +78,7 @@ final class Cluster: @unchecked Sendable {
     /// Starts `imagentd` on the configuration for `route`; returns once its socket accepts connections.
     func startDaemon(_ route: Route) async throws {
         let config = directory + "/\(route.rawValue).toml"
-        try writeDaemonConfig(config, endpoint: route == .direct ? processes.serverAddress : "127.0.0.1:\(proxyPort)")
+        try writeDaemonConfig(config, endpoint: route == .direct ? upstreamAddress : "127.0.0.1:\(proxyPort)")
         daemonStartedMS = wallMS()
         try await processes.startDaemon(configPath: config, namespace: topology.agentNamespace)
     }
@@ -76,6 +95,11 @@ final class Cluster: @unchecked Sendable {
         config.reconnectCapMS = packagedDefaults ? nil : 500
         config.watchNetwork = true
         config.logLevel = "info"
+        if mqtt != nil {
+            config.serverExtra = "protocol = \"mqtt\""
+            // The broker keeps the daemon's session (and the QoS 1 messages for it) over every outage of the run.
+            config.extra = "[mqtt]\nsession_expiry_seconds = 3600"
+        }
         try config.write(to: path)
         try FileManager.default.createDirectory(atPath: directory + "/store", withIntermediateDirectories: true)
     }
@@ -90,7 +114,7 @@ final class Cluster: @unchecked Sendable {
         try? FileManager.default.removeItem(atPath: outPath)
         let process = try Children.shared.spawn("delay proxy", Binaries.ip, [
             "netns", "exec", topology.agentNamespace, Binaries.chaos, "proxy",
-            "--listen", "127.0.0.1:0", "--to", processes.serverAddress,
+            "--listen", "127.0.0.1:0", "--to", upstreamAddress,
             "--delay-ms", delays.description, "--seed", "\(seed)",
         ], log: directory + "/proxy.log", stdout: outPath)
         proxy = process

@@ -8,6 +8,7 @@ import IMAgentTestKit
 struct ChaosRun {
     let plan: ChaosPlan
     let keepDirectory: Bool
+    var upstream: Upstream = .imlink
 
     func run() async throws -> ChaosReport {
         let started = Date()
@@ -20,13 +21,13 @@ struct ChaosRun {
         let topology = Topology()
         try topology.create()
         Log.line("namespaces \(topology.agentNamespace) (\(topology.agentAddress), imagentd) and "
-            + "\(topology.serverNamespace) (\(topology.serverAddress), imagent-refserver), veth \(topology.agentLink)–\(topology.serverLink)")
+            + "\(topology.serverNamespace) (\(topology.serverAddress), \(upstream == .mqtt ? "mosquitto and the echo backend" : "imagent-refserver")), veth \(topology.agentLink)–\(topology.serverLink)")
 
         var problems: [String] = []
         let loopback = try await firstConnectOnLoopback(directory: directory + "/loopback", topology: topology)
         if loopback == nil { problems.append("the daemon did not connect on loopback within 30 s") }
 
-        let cluster = try Cluster(directory: directory, topology: topology)
+        let cluster = try Cluster(directory: directory, topology: topology, upstream: upstream)
         try await cluster.startServer()
         try await cluster.startDaemon(.direct)
         let monitor = LinkMonitor(socketPath: cluster.socketPath)
@@ -87,7 +88,7 @@ struct ChaosRun {
 
     /// Daemon start → LOGIN_OK with the server on 127.0.0.1 in the daemon's own namespace, no fault.
     private func firstConnectOnLoopback(directory: String, topology: Topology) async throws -> Int64? {
-        let cluster = try Cluster(directory: directory, topology: topology, serverOnLoopback: true)
+        let cluster = try Cluster(directory: directory, topology: topology, serverOnLoopback: true, upstream: upstream)
         try await cluster.startServer()
         try await cluster.startDaemon(.direct)
         let monitor = LinkMonitor(socketPath: cluster.socketPath)
@@ -95,7 +96,7 @@ struct ChaosRun {
         let sample = await monitor.waitConnected(after: cluster.daemonStartedMS, seconds: 30)
         monitor.stop()
         await cluster.killDaemon()
-        await cluster.killServer()
+        await cluster.stopUpstream()
         return sample?.connectedSinceMS.map { $0 - cluster.daemonStartedMS }
     }
 
@@ -104,7 +105,9 @@ struct ChaosRun {
     }
 
     private func printTails(directory: String, report: ChaosReport) {
-        var text = "\n== logs (tails)\n-- imagentd.log\n\(tail(directory + "/imagentd.log"))\n-- refserver.log\n\(tail(directory + "/refserver.log"))\n"
+        let server = upstream == .mqtt ? "mosquitto.log" : "refserver.log"
+        var text = "\n== logs (tails)\n-- imagentd.log\n\(tail(directory + "/imagentd.log"))\n-- \(server)\n\(tail(directory + "/" + server))\n"
+        if upstream == .mqtt { text += "-- echo.log\n\(tail(directory + "/echo.log", bytes: 1000))\n" }
         for failed in report.failedLoadgens.prefix(3) {
             let ending = failed.signaled ? "killed by signal \(failed.status)" : "exit status \(failed.status)"
             text += "-- loadgen \(failed.tag) (\(ending)): \(failed.json)\n\(tail(failed.errPath, bytes: 1500))\n"

@@ -20,8 +20,9 @@ struct FaultDirector {
     let seed: UInt64
 
     func run(_ fault: Fault) async throws -> PhaseRecord {
-        var record = PhaseRecord(name: fault.name, startMS: wallMS(), endMS: 0)
-        Log.line("phase: \(fault.name)")
+        let name = if case .serverKill = fault, cluster.mqtt != nil { "mosquitto SIGTERM + restart" } else { fault.name }
+        var record = PhaseRecord(name: name, startMS: wallMS(), endMS: 0)
+        Log.line("phase: \(name)")
         switch fault {
         case .clean(let seconds):
             try await sleep(seconds)
@@ -65,7 +66,8 @@ struct FaultDirector {
                 record.notes.append("the daemon did not see the server gone within 10 s")
             }
             try await cluster.startServer()
-            record.recoveries.append(await Recovery.measure("refserver back (same port, --state)", monitor: monitor,
+            let back = cluster.mqtt == nil ? "refserver back (same port, --state)" : "mosquitto back (SIGTERM before; same port, persistence)"
+            record.recoveries.append(await Recovery.measure(back, monitor: monitor,
                                                             startMS: start, endMS: wallMS(), reconnectsBefore: before))
         case .daemonKill:
             record.recoveries.append(try await restartDaemon(onto: .direct, "imagentd started again (kill -9 before)"))

@@ -15,7 +15,10 @@ struct RunCommand: AsyncParsableCommand {
             At the end: a readable report on stderr and one JSON line on stdout; exit 0 only when nothing was \
             lost, duplicated or reordered and every loadgen passed. Without root (or where namespaces or \
             nftables cannot work) it says why and exits 0: skipped. Needs imagentd, imagent-refserver and \
-            imagent-loadgen built beside it.
+            imagent-loadgen built beside it. With --upstream mqtt, mosquitto (persistence on) and \
+            examples/mqtt-echo/echo.py run in the server's namespace instead of the reference server, the daemon \
+            has protocol = "mqtt", and the server fault stops the broker with SIGTERM (mosquitto saves its \
+            persistence file only then) rather than kill -9.
             """)
 
     @Flag(help: "The CI size: every fault once, about 2–3 minutes (default).")
@@ -35,6 +38,9 @@ struct RunCommand: AsyncParsableCommand {
         valueName: "seconds"))
     var timeLimit: Double?
 
+    @Option(help: "What the daemon talks to: imlink (imagent-refserver) or mqtt (mosquitto and the paho echo backend).")
+    var upstream: Upstream = .imlink
+
     @Flag(help: "Keep the run directory (logs, stores, loadgen reports) instead of removing it.")
     var keep = false
 
@@ -48,7 +54,7 @@ struct RunCommand: AsyncParsableCommand {
         let plan = long ? ChaosPlan.long(messages: messages, seed: seed, timeLimitSeconds: timeLimit)
                         : ChaosPlan.short(seed: seed, timeLimitSeconds: timeLimit)
         try await ScenarioRunner.run("imagent-chaos", timeLimitSeconds: { plan.timeLimitSeconds }) {
-            try await ChaosRun(plan: plan, keepDirectory: keep).run()
+            try await ChaosRun(plan: plan, keepDirectory: keep, upstream: upstream).run()
         }
     }
 }

@@ -189,17 +189,7 @@ struct HeartbeatPolicy<Random: RandomNumberGenerator> {
         case .down:
             return .none
         case .up(var up):
-            up.lastReceived = now
-            up.replyAwaitedSince = nil
-            switch up.waiting {
-            case .idle:
-                // The armed timer re-arms itself from the new last-traffic time
-                // when it fires: no timer churn per frame.
-                state = .up(up)
-                return .none
-            case .pong:
-                return restartIdleCycle(&up, from: now)
-            }
+            return proofOfLife(&up, now: now)
         }
     }
 
@@ -232,21 +222,13 @@ struct HeartbeatPolicy<Random: RandomNumberGenerator> {
         case .down:
             return .none
         case .up(var up):
-            up.lastReceived = now
-            up.replyAwaitedSince = nil
             if let ping = up.outstanding, ping.id == id {
                 rtt.add(sample: now - ping.sentAt)
                 losses.record(lost: false)
                 nat.pingAnswered(afterIdleGap: ping.idleGap, now: now)
                 up.outstanding = nil
             }
-            switch up.waiting {
-            case .idle:
-                state = .up(up)
-                return .none
-            case .pong:
-                return restartIdleCycle(&up, from: now)
-            }
+            return proofOfLife(&up, now: now)
         }
     }
 
@@ -371,6 +353,21 @@ struct HeartbeatPolicy<Random: RandomNumberGenerator> {
         up.timer = makeTimerID()
         state = .up(up)
         return .sendPing(id: id, timer: up.timer, pongDeadline: now + rtt.pongDeadline)
+    }
+
+    /// Something arrived from the server: no reply is awaited any more, and a PONG wait ends
+    /// in a new idle cycle. While idle, the armed timer re-arms itself from the new
+    /// last-traffic time when it fires: no timer churn per frame.
+    private mutating func proofOfLife(_ up: inout Up, now: MonotonicInstant) -> Action {
+        up.lastReceived = now
+        up.replyAwaitedSince = nil
+        switch up.waiting {
+        case .idle:
+            state = .up(up)
+            return .none
+        case .pong:
+            return restartIdleCycle(&up, from: now)
+        }
     }
 
     private mutating func restartIdleCycle(_ up: inout Up, from start: MonotonicInstant) -> Action {

@@ -58,9 +58,12 @@ final class TransitionRecorder: Sendable {
         _ predicate: @escaping (LinkTransition) -> Bool
     ) async throws -> Entry {
         let deadline = nowSeconds() + timeout
-        while nowSeconds() < deadline {
+        // Look after every wake-up, the last one included: on a loaded machine a 10 ms sleep
+        // can end seconds late, past the deadline, with the entry long recorded (CI saw it).
+        while true {
             let found = entries.withLock { list in list.dropFirst(from).first { predicate($0.transition) } }
             if let found { return found }
+            if nowSeconds() >= deadline { break }
             try await Task.sleep(for: .milliseconds(10))
         }
         Issue.record("timed out after \(timeout) s waiting for \(what)")

@@ -57,9 +57,20 @@ final class CommitQueue: Sendable {
         }
         switch startDrain {
         case nil: submission.promise.fail(StoreError.closed)
-        case true?: scheduleDrain()
+        case true?: startDrainAfterThisTurn(of: submission.promise.futureResult.eventLoop)
         case false?: break
         }
+    }
+
+    /// Submitted from its event loop, the drain starts once the loop has handled what it
+    /// read in this turn, so the writer takes everything of the turn as ONE commit (a
+    /// server's ACK and the DATA read with it; a client's burst of SENDs) instead of
+    /// committing the first submission alone and the rest after it. The order of
+    /// submissions is unchanged (they are queued at once); a submission from another
+    /// thread starts the drain at once.
+    private func startDrainAfterThisTurn(of loop: EventLoop) {
+        guard loop.inEventLoop else { return scheduleDrain() }
+        loop.execute { self.scheduleDrain() }
     }
 
     /// Refuses new submissions, lets every queued one commit, then closes the database.

@@ -48,6 +48,7 @@ final class StoreWriter: @unchecked Sendable {
                                           synchronous: configuration.durability.synchronous)
             try StoreSchema.migrate(database)
             try database.execute("PRAGMA journal_size_limit=\(Self.walSizeLimitBytes)")
+            try database.setPageCacheBytes(configuration.pageCacheBytes)
             if let maximumSizeBytes = configuration.maximumSizeBytes {
                 try database.setMaxPageCount(max(1, maximumSizeBytes / (try database.pageSize)))
             }

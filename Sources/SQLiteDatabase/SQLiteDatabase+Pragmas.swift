@@ -29,6 +29,22 @@ extension SQLiteDatabase {
         Int(try queryInteger("PRAGMA max_page_count=\(pages)") ?? Int64(pages))
     }
 
+    /// The most memory this connection's page cache may hold, in bytes (`PRAGMA cache_size`
+    /// with a negative argument, which SQLite reads as KiB). The cache grows only as pages
+    /// are used, up to this. The setting lasts for this connection only.
+    public var pageCacheBytes: Int {
+        get throws(SQLiteError) {
+            let setting = Int(try queryInteger("PRAGMA cache_size") ?? -2000)
+            // Positive: a number of pages; negative: KiB.
+            return setting >= 0 ? setting * (try pageSize) : -setting * 1024
+        }
+    }
+
+    /// Sets the page cache's limit to `bytes` (rounded down to whole KiB, at least 1 KiB).
+    public func setPageCacheBytes(_ bytes: Int) throws(SQLiteError) {
+        try execute("PRAGMA cache_size=-\(max(1, bytes / 1024))")
+    }
+
     /// Pages in the database file now (`PRAGMA page_count`).
     public var pageCount: Int {
         get throws(SQLiteError) { Int(try queryInteger("PRAGMA page_count") ?? 0) }

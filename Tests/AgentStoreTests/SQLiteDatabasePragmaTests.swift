@@ -42,6 +42,18 @@ struct SQLiteDatabasePragmaTests {
         #expect(try database.pageSize >= 512)
     }
 
+    @Test func pageCacheBytes_roundTripsInWholeKiB() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let database = try SQLiteDatabase(path: directory.databasePath)
+        try database.setPageCacheBytes(16 << 20)
+        #expect(try database.pageCacheBytes == 16 << 20)
+        try database.setPageCacheBytes(1500)
+        #expect(try database.pageCacheBytes == 1024)
+        try database.execute("PRAGMA cache_size=10")  // a count of pages
+        #expect(try database.pageCacheBytes == 10 * (try database.pageSize))
+    }
+
     @Test func freePageCount_countsThePagesADeleteFreed() throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }

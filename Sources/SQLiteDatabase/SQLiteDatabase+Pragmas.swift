@@ -45,6 +45,33 @@ extension SQLiteDatabase {
         try execute("PRAGMA cache_size=-\(max(1, bytes / 1024))")
     }
 
+    /// What SQLite does with the content of deleted rows (`PRAGMA secure_delete`).
+    public enum SecureDelete: Int64, Sendable {
+        /// Freed pages keep their old content until they are reused.
+        case off = 0
+        /// Every freed page and cell is overwritten with zeros, and written out again.
+        case on = 1
+        /// Deleted content is zeroed only on pages written anyway (b-tree pages), so it
+        /// costs no extra I/O; freed overflow pages keep their content until reused.
+        case fast = 2
+    }
+
+    /// `PRAGMA secure_delete` of this connection. Some builds of SQLite (Debian's among
+    /// them) default to `.on`.
+    public var secureDelete: SecureDelete {
+        get throws(SQLiteError) { SecureDelete(rawValue: try queryInteger("PRAGMA secure_delete") ?? 0) ?? .on }
+    }
+
+    /// Sets `PRAGMA secure_delete` for this connection.
+    public func setSecureDelete(_ mode: SecureDelete) throws(SQLiteError) {
+        let name = switch mode {
+        case .off: "OFF"
+        case .on: "ON"
+        case .fast: "FAST"
+        }
+        try execute("PRAGMA secure_delete=\(name)")
+    }
+
     /// Pages in the database file now (`PRAGMA page_count`).
     public var pageCount: Int {
         get throws(SQLiteError) { Int(try queryInteger("PRAGMA page_count") ?? 0) }

@@ -43,13 +43,23 @@ public struct StoreConfiguration: Sendable, Hashable {
     /// one commit holds the writer and the memory a batch pins; operations beyond
     /// it wait for the next commit, which starts immediately.
     public var maximumBatchOperations: Int
+    /// The most memory the writer's SQLite page cache may hold (SQLite's default is 2 MB).
+    /// Outbound messages are read back from the store shortly after they were written (the
+    /// session's window streams from it); while their pages are still in this cache the read
+    /// costs a copy from memory instead of a `pread` of the write-ahead log per page. 16 MiB
+    /// holds the last 256 messages of 64 KiB; it costs memory only as pages are used.
+    public var pageCacheBytes: Int
+
+    /// The default `pageCacheBytes`.
+    public static let defaultPageCacheBytes = 16 << 20
 
     public init(path: String, durability: Durability = .process, maximumSizeBytes: Int? = nil,
-                maximumBatchOperations: Int = 8192) {
+                maximumBatchOperations: Int = 8192, pageCacheBytes: Int = StoreConfiguration.defaultPageCacheBytes) {
         precondition(maximumBatchOperations > 0, "a batch must take at least one operation")
         self.path = path
         self.durability = durability
         self.maximumSizeBytes = maximumSizeBytes
         self.maximumBatchOperations = maximumBatchOperations
+        self.pageCacheBytes = pageCacheBytes
     }
 }

@@ -29,6 +29,49 @@ extension SQLiteDatabase {
         Int(try queryInteger("PRAGMA max_page_count=\(pages)") ?? Int64(pages))
     }
 
+    /// The most memory this connection's page cache may hold, in bytes (`PRAGMA cache_size`
+    /// with a negative argument, which SQLite reads as KiB). The cache grows only as pages
+    /// are used, up to this. The setting lasts for this connection only.
+    public var pageCacheBytes: Int {
+        get throws(SQLiteError) {
+            let setting = Int(try queryInteger("PRAGMA cache_size") ?? -2000)
+            // Positive: a number of pages; negative: KiB.
+            return setting >= 0 ? setting * (try pageSize) : -setting * 1024
+        }
+    }
+
+    /// Sets the page cache's limit to `bytes` (rounded down to whole KiB, at least 1 KiB).
+    public func setPageCacheBytes(_ bytes: Int) throws(SQLiteError) {
+        try execute("PRAGMA cache_size=-\(max(1, bytes / 1024))")
+    }
+
+    /// What SQLite does with the content of deleted rows (`PRAGMA secure_delete`).
+    public enum SecureDelete: Int64, Sendable {
+        /// Freed pages keep their old content until they are reused.
+        case off = 0
+        /// Every freed page and cell is overwritten with zeros, and written out again.
+        case on = 1
+        /// Deleted content is zeroed only on pages written anyway (b-tree pages), so it
+        /// costs no extra I/O; freed overflow pages keep their content until reused.
+        case fast = 2
+    }
+
+    /// `PRAGMA secure_delete` of this connection. Some builds of SQLite (Debian's among
+    /// them) default to `.on`.
+    public var secureDelete: SecureDelete {
+        get throws(SQLiteError) { SecureDelete(rawValue: try queryInteger("PRAGMA secure_delete") ?? 0) ?? .on }
+    }
+
+    /// Sets `PRAGMA secure_delete` for this connection.
+    public func setSecureDelete(_ mode: SecureDelete) throws(SQLiteError) {
+        let name = switch mode {
+        case .off: "OFF"
+        case .on: "ON"
+        case .fast: "FAST"
+        }
+        try execute("PRAGMA secure_delete=\(name)")
+    }
+
     /// Pages in the database file now (`PRAGMA page_count`).
     public var pageCount: Int {
         get throws(SQLiteError) { Int(try queryInteger("PRAGMA page_count") ?? 0) }

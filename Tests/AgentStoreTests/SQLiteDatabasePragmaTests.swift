@@ -1,3 +1,4 @@
+import Foundation
 import SQLiteDatabase
 import Testing
 
@@ -40,6 +41,37 @@ struct SQLiteDatabasePragmaTests {
         #expect(try database.queryInteger("SELECT count(*) FROM t") == 0)
         #expect(try database.integrityCheck() == ["ok"])
         #expect(try database.pageSize >= 512)
+    }
+
+    @Test func pageCacheBytes_roundTripsInWholeKiB() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let database = try SQLiteDatabase(path: directory.databasePath)
+        try database.setPageCacheBytes(16 << 20)
+        #expect(try database.pageCacheBytes == 16 << 20)
+        try database.setPageCacheBytes(1500)
+        #expect(try database.pageCacheBytes == 1024)
+        try database.execute("PRAGMA cache_size=10")  // a count of pages
+        #expect(try database.pageCacheBytes == 10 * (try database.pageSize))
+    }
+
+    @Test func secureDelete_roundTrips_andFASTLeavesFreedOverflowPagesUnwritten() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let database = try SQLiteDatabase(path: directory.databasePath)
+        for mode in [SQLiteDatabase.SecureDelete.on, .off, .fast] {
+            try database.setSecureDelete(mode)
+            #expect(try database.secureDelete == mode)
+        }
+        // A 64 KiB row deleted: with FAST its ~16 overflow pages are not rewritten, so the
+        // delete's transaction appends only a few frames to the WAL.
+        try database.execute("CREATE TABLE t(b BLOB)")
+        try database.prepare("INSERT INTO t VALUES(?)").run([.blob([UInt8](repeating: 7, count: 65536))])
+        let walPath = directory.databasePath + "-wal"
+        func walBytes() -> Int { (try? FileManager.default.attributesOfItem(atPath: walPath)[.size] as? Int) ?? 0 }
+        let before = walBytes()
+        try database.execute("DELETE FROM t")
+        #expect(walBytes() - before < 8 * 4120, "the delete wrote \(walBytes() - before) bytes to the WAL")
     }
 
     @Test func freePageCount_countsThePagesADeleteFreed() throws {

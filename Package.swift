@@ -166,7 +166,7 @@ let package = Package(
             name: "imagent-bench",
             dependencies: [
                 "IMAgentTestKit",
-                "IMLink", "AgentIPC", "AgentStore", "RefServer",
+                "IMLink", "AgentIPC", "AgentStore", "RefServer", "MQTT5",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

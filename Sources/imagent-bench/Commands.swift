@@ -59,10 +59,18 @@ let benchCommands: [BenchCommand] = [
     BenchCommand(name: "compare", synopsis: """
         [--messages 20000] [--requests 1000] [--sizes 64,1024,65536] [--sessions 1,100]
                                      [--durability process|power] [--window 256] [--time-limit 1800]
+                                     [--rows imagentd,bridge,mqtt,direct-mqtt,direct-tcp] [--tunings shipped,tuned]
+                                     [--mqtt-backend bench|python]
         """, summary: """
         One workload through imagentd, through two bridged mosquitto brokers (as shipped and tuned)
         and straight to the reference server: msg/s, latency, CPU µs per message of imagentd (of both
         brokers for mosquitto) per run, ratios. A path that fails prints a FAILED row; the run goes on.
+        --rows measures only those paths (default all): imagentd (IMLink), bridge (mosquitto bridge),
+        mqtt (imagentd over MQTT), direct-mqtt (one MQTT client straight to the upstream broker; CPU is
+        that broker's), direct-tcp. --tunings: which bridges run (default both); the first one's
+        upstream broker is the one the mqtt and direct-mqtt rows use. --mqtt-backend: who answers the
+        mqtt row: the bench (default; the same process answers the direct MQTT client) or the Python
+        example examples/mqtt-echo/echo.py.
         """),
     BenchCommand(name: "idle", synopsis: """
         [--seconds 120] [--settle 5] [--heartbeat-min 15] [--heartbeat-max 300]

@@ -16,7 +16,18 @@ struct CompareBenchOptions: Sendable {
     /// Messages not yet done, at most, summed over a row's sessions.
     var window = 256
     var tunings = MosquittoBridge.Tuning.allCases
+    /// The paths measured (`--rows`); the brokers and daemons start regardless.
+    var rows = Set(CompareRow.allCases)
+    /// Who answers the MQTT row (`--mqtt-backend`): the bench, as for the direct MQTT client, or the Python example.
+    var mqttBackend = MQTTUpstream.Backend.bench
     var timeLimitSeconds = 1_800
+}
+
+/// A path of `compare`, as `--rows` names it.
+enum CompareRow: String, CaseIterable, Sendable {
+    case imagentd, bridge, mqtt
+    case directMQTT = "direct-mqtt"
+    case directTCP = "direct-tcp"
 }
 
 /// `imagent-bench compare`: one workload through imagentd, through two
@@ -41,7 +52,8 @@ func runCompareBench(_ options: CompareBenchOptions) async -> Int32 {
         try await waitForLink(daemon)
         // imagentd over MQTT, through the first bridge's upstream broker (the same broker the bridge feeds).
         if let (tuning, bridge) = bridges.first {
-            let upstream = try await MQTTUpstream(brokerPort: bridge.upstreamPort, token: token, durability: options.durability)
+            let upstream = try await MQTTUpstream(brokerPort: bridge.upstreamPort, token: token, durability: options.durability,
+                                             backend: options.mqttBackend)
             mqtt = (tuning, upstream)
             try await waitForLink(upstream.daemon)
         }
@@ -91,11 +103,12 @@ func runCompareBench(_ options: CompareBenchOptions) async -> Int32 {
                         return nil
                     }
                 }
-                let imagent = await measured("imagentd", cpuOf: [daemon.pid]) { completion, count, window in
+                let rows = options.rows
+                let imagent = !rows.contains(.imagentd) ? nil : await measured("imagentd", cpuOf: [daemon.pid]) { completion, count, window in
                     try await runThroughDaemon(socketPath: socket, completion: completion, size: size, count: count, window: window)
                 }
                 var brokers: [(MosquittoBridge.Tuning, Figures)] = []
-                for (tuning, bridge) in bridges {
+                for (tuning, bridge) in bridges where rows.contains(.bridge) {
                     let (local, upstream) = (bridge.localPort, bridge.upstreamPort)
                     let figures = await measured("mosquitto bridge, \(tuning.rawValue)", cpuOf: bridge.pids) { completion, count, window in
                         try await runThroughMosquitto(localPort: local, upstreamPort: upstream, completion: completion, size: size, count: count, window: window)
@@ -103,7 +116,7 @@ func runCompareBench(_ options: CompareBenchOptions) async -> Int32 {
                     if let figures { brokers.append((tuning, figures)) }
                 }
                 var overMQTT: (MosquittoBridge.Tuning, Figures)?
-                if let (tuning, upstream) = mqtt {
+                if let (tuning, upstream) = mqtt, rows.contains(.mqtt) {
                     let mqttSocket = upstream.daemon.socketPath
                     let figures = await measured("imagentd over MQTT (mosquitto \(tuning.rawValue) upstream)", cpuOf: upstream.pids) { completion, count, window in
                         try await runThroughDaemon(socketPath: mqttSocket, completion: completion, size: size, count: count, window: window)
@@ -113,14 +126,16 @@ func runCompareBench(_ options: CompareBenchOptions) async -> Int32 {
                 // The baseline of the MQTT row's latency target: one client publishing at QoS 1 straight to
                 // the same upstream broker, answered by this process (not by the Python backend).
                 var directMQTT: Figures?
-                if let (tuning, bridge) = bridges.first, mqtt != nil {
+                if let (tuning, bridge) = bridges.first, mqtt != nil, rows.contains(.directMQTT) {
                     let port = bridge.upstreamPort
-                    directMQTT = await measured("direct MQTT client (mosquitto \(tuning.rawValue) upstream)") { completion, count, window in
+                    // CPU: the upstream broker's alone (whether it is the ceiling of one QoS 1 publisher).
+                    directMQTT = await measured("direct MQTT client (mosquitto \(tuning.rawValue) upstream)",
+                                                cpuOf: [bridge.pids[0]]) { completion, count, window in
                         try await runThroughMosquitto(localPort: port, upstreamPort: port, completion: completion, size: size,
                                                       count: count, window: window, topicRoot: "direct/")
                     }
                 }
-                let direct = await measured("direct TCP") { completion, count, window in
+                let direct = !rows.contains(.directTCP) ? nil : await measured("direct TCP") { completion, count, window in
                     try await runDirect(host: host, port: port, token: token, completion: completion, size: size,
                                         count: count, window: window)
                 }

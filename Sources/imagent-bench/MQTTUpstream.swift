@@ -5,13 +5,20 @@ import IMAgentTestKit
 
 /// The "imagentd over MQTT" row of `compare`: a second imagentd with
 /// `[server] protocol = "mqtt"` whose upstream is the bridge's upstream
-/// mosquitto, and the example backend (`examples/mqtt-echo/echo.py`, paho)
-/// serving the `echo` service there and a second instance acknowledging the
-/// `sink` service without answering. Run from a checkout (the script is
-/// found beside this source file).
+/// mosquitto, and a backend there serving the `echo` service and
+/// acknowledging the `sink` service without answering: by default
+/// `MQTTBenchBackend` (the bench answers, as for the direct MQTT client), or
+/// the example backend (`examples/mqtt-echo/echo.py`, paho, two instances);
+/// that one is run from a checkout (the script is found beside this source file).
 final class MQTTUpstream {
+    enum Backend: String, Sendable {
+        case bench, python
+    }
+
+    static let clientID = "imagent-bench-mqtt"
     let daemon: DaemonProcess
     private var backends: [ChildProcess] = []
+    private var benchBackend: MQTTBenchBackend?
 
     static let echoScript: String = {
         var parts = "\(#filePath)".split(separator: "/", omittingEmptySubsequences: false).map(String.init)
@@ -19,12 +26,25 @@ final class MQTTUpstream {
         return parts.joined(separator: "/") + "/examples/mqtt-echo/echo.py"
     }()
 
-    init(brokerPort: Int, token: String, durability: String) async throws {
-        guard access(Self.echoScript, R_OK) == 0 else { throw BenchError("\(Self.echoScript) is missing (run from a checkout)") }
+    init(brokerPort: Int, token: String, durability: String, backend: Backend) async throws {
+        guard backend == .bench || access(Self.echoScript, R_OK) == 0 else {
+            throw BenchError("\(Self.echoScript) is missing (run from a checkout)")
+        }
         daemon = try await DaemonProcess(serverAddress: "127.0.0.1:\(brokerPort)", token: token, durability: durability,
-                                         maxSessions: 1_000, settings: "[mqtt]\nclient_id = \"imagent-bench-mqtt\"",
+                                         maxSessions: 1_000, settings: "[mqtt]\nclient_id = \"\(Self.clientID)\"",
                                          server: "protocol = \"mqtt\"")
         temporaryDirectories.append(daemon.directory)
+        if backend == .bench {
+            do {
+                // Subscribed before the first message: an up message nobody takes is sent again later.
+                benchBackend = try await MQTTBenchBackend(port: brokerPort, clientID: "imagent-bench-backend",
+                                                          filter: "imagent/\(Self.clientID)/+/+/up")
+            } catch {
+                await stop()
+                throw error
+            }
+            return
+        }
         do {
             for (service, extra) in [("echo", [String]()), ("sink", ["--sink"])] {
                 let log = daemon.directory + "/\(service).log"
@@ -53,6 +73,8 @@ final class MQTTUpstream {
     var pids: [pid_t] { [daemon.pid] }
 
     func stop() async {
+        await benchBackend?.stop()
+        benchBackend = nil
         for backend in backends { await backend.stop() }
         backends.removeAll()
         await daemon.stop()

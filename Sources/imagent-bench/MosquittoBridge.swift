@@ -19,6 +19,15 @@ final class MosquittoBridge {
     enum Tuning: String, CaseIterable {
         case shipped = "as shipped"
         case tuned = "tuned"
+
+        /// As `--tunings` names it: `shipped` or `tuned`.
+        init?(option: String) {
+            switch option {
+            case "shipped", "as-shipped": self = .shipped
+            case "tuned": self = .tuned
+            default: return nil
+            }
+        }
     }
 
     static let binary = "/usr/sbin/mosquitto"

@@ -79,8 +79,23 @@ case "compare":
     if let value = option("--sizes") { options.sizes = integers(value) ?? [] }
     if let value = option("--sessions") { options.sessionCounts = integers(value) ?? [] }
     if let value = option("--durability") { options.durability = value }
+    if let value = option("--rows") {
+        let rows = value.split(separator: ",").map { CompareRow(rawValue: String($0)) }
+        options.rows = rows.contains(nil) ? [] : Set(rows.compactMap { $0 })
+    }
+    if let value = option("--mqtt-backend") {
+        guard let backend = MQTTUpstream.Backend(rawValue: value) else {
+            print(usage)
+            exit(2)
+        }
+        options.mqttBackend = backend
+    }
+    if let value = option("--tunings") {
+        let tunings = value.split(separator: ",").map { MosquittoBridge.Tuning(option: String($0)) }
+        options.tunings = tunings.contains(nil) ? [] : tunings.compactMap { $0 }
+    }
     guard options.messages > 0, options.requests > 0, options.window > 0, options.timeLimitSeconds > 0,
-          !options.sizes.isEmpty, options.sizes.allSatisfy({ $0 > 0 }),
+          !options.rows.isEmpty, !options.tunings.isEmpty, !options.sizes.isEmpty, options.sizes.allSatisfy({ $0 > 0 }),
           !options.sessionCounts.isEmpty, options.sessionCounts.allSatisfy({ $0 > 0 }),
           options.durability == "process" || options.durability == "power"
     else {

@@ -53,7 +53,8 @@ extension LinkEngineCore {
             perform(heartbeat.linkEstablished(serverCeiling: serverCeiling, now: now))
         case .reopenSessions(let attempt):
             guard let current = connection, current.attempt == attempt, let negotiated = current.negotiated else { return }
-            sessionDelegate?.linkEstablished(negotiated: negotiated, serverMaxFrame: current.serverMaxFrame)
+            sessionDelegate?.linkEstablished(negotiated: negotiated, serverMaxFrame: current.serverMaxFrame,
+                                             serverKeepsAcknowledged: configuration.mqtt == nil)
         case .closeConnection(let attempt, let sendError):
             closeConnection(attempt, sendError: sendError)
         case .abandonAttempt:

@@ -70,7 +70,8 @@ extension LinkPhase {
 /// engine's event loop only; the router runs on the same loop.
 protocol LinkSessionDelegate: AnyObject {
     /// LOGIN_OK: send OPEN for every session, then resend unacknowledged DATA.
-    func linkEstablished(negotiated: HelloResult, serverMaxFrame: UInt32)
+    /// `serverKeepsAcknowledged`: false for MQTT, whose OPEN_OK says 0 after a restart.
+    func linkEstablished(negotiated: HelloResult, serverMaxFrame: UInt32, serverKeepsAcknowledged: Bool)
     /// The link is gone; nothing can be sent until the next `linkEstablished`.
     func linkLost(reason: String)
     /// OPEN_OK, OPEN_FAIL, DATA, ACK, WINDOW, CLOSE, or ERROR with a session id.

@@ -6,8 +6,9 @@ import NIOCore
 extension SessionRouter {
     // MARK: Link
 
-    mutating func linkEstablished(flow: Bool, maxFrame: UInt32 = FrameHeader.maxNegotiableBody) -> [SessionAction] {
-        link = LinkInfo(flow: flow, maxFrame: maxFrame)
+    mutating func linkEstablished(flow: Bool, maxFrame: UInt32 = FrameHeader.maxNegotiableBody,
+                                  serverKeepsAcknowledged: Bool = true) -> [SessionAction] {
+        link = LinkInfo(flow: flow, maxFrame: maxFrame, serverKeepsAcknowledged: serverKeepsAcknowledged)
         var actions: [SessionAction] = []
         for id in closeUpstream.sorted() { actions.append(.send(.close(Close(session: id)))) }
         closeUpstream.removeAll()

@@ -255,7 +255,12 @@ extension SessionRouter {
             lastAcked = highest
         }
         if lastAcked < session.wireAckedSeq {
-            actions.append(.log(.warning, "session \(ok.session): server lost wire seqs \(lastAcked + 1)…\(session.wireAckedSeq), which it had acknowledged"))
+            if link?.serverKeepsAcknowledged == false {
+                actions.append(.log(.debug, "session \(ok.session): the broker keeps no count of acknowledged seqs; "
+                                    + "\(session.wireAckedSeq) were acknowledged before, the rest is sent again"))
+            } else {
+                actions.append(.log(.warning, "session \(ok.session): server lost wire seqs \(lastAcked + 1)…\(session.wireAckedSeq), which it had acknowledged"))
+            }
         }
         let covered = lastAcked > session.wireAckedSeq ? Int(lastAcked - session.wireAckedSeq) : 0
         guard covered > session.outboxWindow.count else {

@@ -43,6 +43,9 @@ struct LinkInfo: Hashable, Sendable {
     var flow: Bool
     /// The largest DATA body the server accepts (HELLO_OK MAX_FRAME); a larger message is given up.
     var maxFrame: UInt32 = FrameHeader.maxNegotiableBody
+    /// OPEN_OK's LAST_ACKED counts what the server acknowledged before this daemon started (IMLink).
+    /// An MQTT broker keeps no such count: after a restart it answers 0, which is no loss.
+    var serverKeepsAcknowledged = true
 }
 
 /// Who is asking: from the kernel's peer credentials, never from the client.

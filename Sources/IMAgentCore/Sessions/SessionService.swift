@@ -161,8 +161,9 @@ final class SessionService: LinkSessionDelegate {
         run(router.linkStateChanged(state))
     }
 
-    func linkEstablished(negotiated: HelloResult, serverMaxFrame: UInt32) {
-        run(router.linkEstablished(flow: negotiated.features.contains(.flow), maxFrame: serverMaxFrame))
+    func linkEstablished(negotiated: HelloResult, serverMaxFrame: UInt32, serverKeepsAcknowledged: Bool) {
+        run(router.linkEstablished(flow: negotiated.features.contains(.flow), maxFrame: serverMaxFrame,
+                                   serverKeepsAcknowledged: serverKeepsAcknowledged))
     }
 
     func linkLost(reason: String) {

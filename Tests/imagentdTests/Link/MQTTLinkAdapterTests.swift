@@ -65,10 +65,13 @@ import Testing
         }
     }
 
-    @Test func open_answersLastAckedAndTheBrokersReceiveMaximum() throws {
+    @Test func open_answersLastAckedAndTheBrokersReceiveMaximum_butNoLessThanTheMinimumWindow() throws {
         var adapter = try Self.connected(receiveMaximum: 7, lastAcked: [9: 41])
         #expect(adapter.send(.open(Open(session: 9, service: "echo", resumeAfter: 0)))
-                == [.frame(.openOK(OpenOK(session: 9, lastAcked: 41, window: 7)))])
+                == [.frame(.openOK(OpenOK(session: 9, lastAcked: 41, window: UInt32(MQTTLinkAdapter.minimumSessionWindow))))])
+        var large = try Self.connected(receiveMaximum: 5_000)
+        #expect(large.send(.open(Open(session: 9, service: "echo", resumeAfter: 0)))
+                == [.frame(.openOK(OpenOK(session: 9, lastAcked: 0, window: 5_000)))])
         guard case .frame(.openFail(let fail)) = adapter.send(.open(Open(session: 10, service: "a/b", resumeAfter: 0))).first else {
             Issue.record("a service that is not one topic level must be refused"); return
         }

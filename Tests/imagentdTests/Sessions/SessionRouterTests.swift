@@ -131,6 +131,23 @@ import Testing
         #expect(router.sessions[id]?.outboxCount == 2)
     }
 
+    @Test func lastAckedBelowWhatWasAcknowledged_isAWarningForIMLink_butExpectedForMQTT() {
+        for keeps in [true, false] {
+            var router = makeRouter()
+            let id = router.newSession()
+            for n in 1...5 { _ = router.send(id, "m\(n)") }
+            _ = router.linkEstablished(flow: true, serverKeepsAcknowledged: keeps)
+            _ = router.completing(router.received(.openOK(OpenOK(session: id, lastAcked: 3))))
+            _ = router.linkLost()
+            // What an MQTT adapter answers after a restart: it has seen no PUBACK yet.
+            _ = router.linkEstablished(flow: true, serverKeepsAcknowledged: keeps)
+            let ok = router.completing(router.received(.openOK(OpenOK(session: id, lastAcked: 0))))
+            let warnings = ok.compactMap { if case .log(.warning, let text) = $0 { text } else { nil } }
+            #expect(warnings.contains { $0.contains("server lost wire seqs 1…3") } == keeps)
+            #expect(ok.dataSeqs == [4, 5])
+        }
+    }
+
     @Test func windowLimitsUnacknowledgedData_andWindowFramesReplaceIt() {
         var router = makeRouter()
         let id = router.newSession()

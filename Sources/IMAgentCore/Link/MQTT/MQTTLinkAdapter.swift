@@ -14,7 +14,7 @@ import NIOCore
 /// - OPEN is answered at once: LAST_ACKED is the highest seq the broker has
 ///   PUBACKed on this engine's links (0 after a restart: the outbox is sent
 ///   again, and the backend drops what it had by `imagent-seq`), WINDOW is
-///   the broker's Receive Maximum;
+///   the broker's Receive Maximum, but no less than 1,024;
 /// - DATA becomes a QoS 1 PUBLISH on the session's `up` topic with
 ///   `imagent-seq`; its PUBACK becomes ACK. Beyond the broker's Receive
 ///   Maximum, PUBLISHes wait here in order (at most the sessions' windows);
@@ -49,6 +49,9 @@ struct MQTTLinkAdapter {
     }
 
     static let seqProperty = "imagent-seq"
+    /// OPEN_OK's WINDOW at least: messages a session may have unacknowledged, beyond the broker's
+    /// Receive Maximum held here in order (the sessions' own byte limit still bounds them).
+    static let minimumSessionWindow = 1_024
     /// How long the link waits before sending again a message that found no subscriber: 2 s,
     /// doubling with each such link in a row up to 64 s, so a backend that is away for a day costs
     /// a reconnect a minute, not one every 2 s.
@@ -196,7 +199,10 @@ struct MQTTLinkAdapter {
         }
         services[open.session] = open.service
         nextInbound[open.session] = open.resumeAfter + 1
-        let window = UInt32(min(limits?.receiveMaximum ?? 1_024, Int(UInt16.max)))
+        // Sessions may write past the broker's Receive Maximum: the excess waits here and leaves in the
+        // same turn as the PUBACK that frees its place, so a small Receive Maximum (mosquitto's 20)
+        // costs one broker round trip per that many messages and not also a turn through the sessions.
+        let window = UInt32(max(min(limits?.receiveMaximum ?? 0, Int(UInt16.max)), Self.minimumSessionWindow))
         return [.frame(.openOK(OpenOK(session: open.session, lastAcked: lastAcked[open.session] ?? 0, window: window)))]
     }
 

@@ -37,10 +37,24 @@ final class MQTTLinkHandler: ChannelDuplexHandler {
         memory.maxBody = nil
     }
 
+    /// Packets written while reading, flushed once the read is done: a batch of PUBACKs frees
+    /// places for as many held PUBLISHes, and they leave in one write, not one each.
+    private var flushAfterRead = false
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let outputs = adapter.received(unwrapInboundIn(data))
         memory.maxBody = adapter.maxBody
-        perform(outputs, context: context, flush: true)
+        // What ends the link (a DISCONNECT with its reason first) leaves at once, before the engine closes.
+        let now = outputs.contains(where: \.endsLink)
+        if perform(outputs, context: context, flush: now) && !now { flushAfterRead = true }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if flushAfterRead {
+            flushAfterRead = false
+            context.flush()
+        }
+        context.fireChannelReadComplete()
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
@@ -62,7 +76,9 @@ final class MQTTLinkHandler: ChannelDuplexHandler {
     }
 
     /// Packets first (a SUBSCRIBE goes before the OPENs that LOGIN_OK sets off), then frames, in order.
-    private func perform(_ outputs: [MQTTLinkAdapter.Output], context: ChannelHandlerContext, flush: Bool) {
+    /// Whether it wrote a packet.
+    @discardableResult
+    private func perform(_ outputs: [MQTTLinkAdapter.Output], context: ChannelHandlerContext, flush: Bool) -> Bool {
         var wrote = false
         for output in outputs {
             if case .packet(let packet) = output {
@@ -85,5 +101,6 @@ final class MQTTLinkHandler: ChannelDuplexHandler {
                 logger.warning("mqtt: \(text)")
             }
         }
+        return wrote
     }
 }

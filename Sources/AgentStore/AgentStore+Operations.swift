@@ -130,25 +130,6 @@ extension AgentStore {
         }
     }
 
-    /// `outbound`, read on the reader connection instead of in the commit queue: a
-    /// commit never waits for it. It sees every commit completed before the call and
-    /// no operation still queued (see `StoreReader`): read rows only after the commit
-    /// that stored them completed, and never rows being deleted meanwhile.
-    public func readOutbound(session: UInt64, after: UInt64, limit: Int, maxBytes: Int = .max,
-                             on loop: EventLoop) -> EventLoopFuture<[OutboundMessage]> {
-        withReader(on: loop) { reader in
-            try reader.outbound(session: session, after: after, limit: limit, maxBytes: maxBytes)
-        }
-    }
-
-    /// `inbound` on the reader connection, with the same rules as `readOutbound`.
-    public func readInbound(session: UInt64, after: UInt64, limit: Int, maxBytes: Int = .max,
-                            on loop: EventLoop) -> EventLoopFuture<[InboundMessage]> {
-        withReader(on: loop) { reader in
-            try reader.inbound(session: session, after: after, limit: limit, maxBytes: maxBytes)
-        }
-    }
-
     /// Everything persisted, for start-up: every session (closed ones too) with its
     /// counters and queued messages, and the metadata.
     public func load(on loop: EventLoop) -> EventLoopFuture<StoreSnapshot> {

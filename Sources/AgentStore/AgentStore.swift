@@ -12,10 +12,6 @@ import NIOPosix
 /// `Durability` — send `ACCEPTED` to a client or `ACK` to the server from
 /// there, never earlier.
 ///
-/// The windows' range reads (`readOutbound`, `readInbound`) run on a second,
-/// read-only connection on a thread of their own (see `StoreReader`), so a
-/// commit never waits for a read.
-///
 /// Operations are committed in groups (see `CommitQueue`): everything queued
 /// while one commit runs goes into the next transaction, so a burst of N
 /// messages costs a handful of commits, not N. Futures complete in
@@ -32,18 +28,13 @@ public final class AgentStore: Sendable {
     private let queue: CommitQueue
     private let pool: NIOThreadPool
     private let statisticsBox: NIOLockedValueBox<StoreStatistics>
-    /// The reader thread and its connection (nil once closed).
-    private let readerPool: NIOThreadPool
-    private let reader: NIOLockedValueBox<StoreReader?>
 
     private init(configuration: StoreConfiguration, queue: CommitQueue, pool: NIOThreadPool,
-                 statistics: NIOLockedValueBox<StoreStatistics>, readerPool: NIOThreadPool, reader: StoreReader) {
+                 statistics: NIOLockedValueBox<StoreStatistics>) {
         self.configuration = configuration
         self.queue = queue
         self.pool = pool
         self.statisticsBox = statistics
-        self.readerPool = readerPool
-        self.reader = NIOLockedValueBox(reader)
     }
 
     /// Opens (creating if needed) the database, migrates its schema, and starts the writer thread.
@@ -59,21 +50,10 @@ public final class AgentStore: Sendable {
         return pool.runIfActive(eventLoop: loop) {
             // Opened on the writer thread, which is the only one that will ever use the connection.
             try StoreWriter(configuration: configuration, statistics: statistics, observer: observer)
-        }.flatMap { writer in
-            // After the writer: the file exists and its schema is current.
-            let readerPool = NIOThreadPool(numberOfThreads: 1)
-            readerPool.start()
-            return readerPool.runIfActive(eventLoop: loop) {
-                try StoreReader(path: configuration.path)
-            }.map { reader in
-                AgentStore(configuration: configuration,
-                           queue: CommitQueue(writer: writer, pool: pool, maximumBatchOperations: configuration.maximumBatchOperations),
-                           pool: pool, statistics: statistics, readerPool: readerPool, reader: reader)
-            }.flatMapError { error in
-                let promise = loop.makePromise(of: AgentStore.self)
-                readerPool.shutdownGracefully { _ in promise.fail(error) }
-                return promise.futureResult
-            }
+        }.map { writer in
+            AgentStore(configuration: configuration,
+                       queue: CommitQueue(writer: writer, pool: pool, maximumBatchOperations: configuration.maximumBatchOperations),
+                       pool: pool, statistics: statistics)
         }.flatMapError { error in
             let promise = loop.makePromise(of: AgentStore.self)
             pool.shutdownGracefully { _ in promise.fail(error) }
@@ -99,36 +79,16 @@ public final class AgentStore: Sendable {
     }
 
     /// Waits for every queued operation to commit, closes the database, and stops
-    /// the writer and reader threads. Later operations fail with `StoreError.closed`.
+    /// the writer thread. Later operations fail with `StoreError.closed`.
     public func close(on loop: EventLoop) -> EventLoopFuture<Void> {
         let closed = loop.makePromise(of: Void.self)
         queue.close(promise: closed)
         return closed.futureResult.flatMap { [pool] in
-            Self.shutDown(pool, on: loop)
-        }.flatMap { [readerPool, reader] in
-            // Reads still queued run first (they fail with `.closed` once the connection is gone).
-            Self.shutDown(readerPool, on: loop).always { _ in reader.withLockedValue { $0 = nil } }
-        }
-    }
-
-    private static func shutDown(_ pool: NIOThreadPool, on loop: EventLoop) -> EventLoopFuture<Void> {
-        let stopped = loop.makePromise(of: Void.self)
-        pool.shutdownGracefully { error in
-            if let error { stopped.fail(error) } else { stopped.succeed(()) }
-        }
-        return stopped.futureResult
-    }
-
-    /// Runs `body` with the reader connection on the reader thread (see `StoreReader`
-    /// for what a read sees).
-    func withReader<Value: Sendable>(on loop: EventLoop,
-                                     _ body: @escaping @Sendable (StoreReader) throws -> Value) -> EventLoopFuture<Value> {
-        readerPool.runIfActive(eventLoop: loop) { [reader] in
-            guard let current = reader.withLockedValue({ $0 }) else { throw StoreError.closed }
-            return try body(current)
-        }.flatMapErrorThrowing { error in
-            // A pool already shut down refuses the work: the store is closed.
-            throw (error as? StoreError) ?? StoreError.closed
+            let stopped = loop.makePromise(of: Void.self)
+            pool.shutdownGracefully { error in
+                if let error { stopped.fail(error) } else { stopped.succeed(()) }
+            }
+            return stopped.futureResult
         }
     }
 

@@ -68,7 +68,7 @@ final class SQLiteSessionPersistence: SessionPersistence, Sendable {
     }
 
     func readOutbound(session: UInt64, after seq: UInt64, limit: Int, maxBytes: Int) -> EventLoopFuture<[StoredOutboundMessage]> {
-        store.readOutbound(session: session, after: seq, limit: limit, maxBytes: maxBytes, on: loop)
+        store.outbound(session: session, after: seq, limit: limit, maxBytes: maxBytes, on: loop)
             .map { $0.map { StoredOutboundMessage(seq: $0.seq, payload: $0.payload, deadlineMS: $0.expiresAtMS) } }
             .flatMapErrorThrowing { throw Self.translate($0) }
     }
@@ -89,7 +89,7 @@ final class SQLiteSessionPersistence: SessionPersistence, Sendable {
     func readInbound(session: UInt64, after seq: UInt64, limit: Int, maxBytes: Int)
         -> EventLoopFuture<[(seq: UInt64, payload: ByteBuffer)]>
     {
-        store.readInbound(session: session, after: seq, limit: limit, maxBytes: maxBytes, on: loop)
+        store.inbound(session: session, after: seq, limit: limit, maxBytes: maxBytes, on: loop)
             .map { $0.map { ($0.seq, $0.payload) } }.flatMapErrorThrowing { throw Self.translate($0) }
     }
 

@@ -93,7 +93,8 @@ let benchCommands: [BenchCommand] = [
         then starts the server and reports the time to drain (link up → the server has every message),
         the drain's msg/s and MB/s against a live one-way run of --live-messages messages of the same
         payload afterwards, the daemon's CPU µs per drained message, and the p50/p99/max latency of
-        echo messages sent one at a time (every --live-interval-ms) on another session during the drain.
+        echo messages sent one at a time (every --live-interval-ms) on another session during the drain,
+        and of their first hop alone (send → ACCEPTED: the daemon stored the SEND).
         Sizes take B, KiB, MiB, GiB suffixes. Reconnect backoff is capped at 1 s for the run; the link is
         held down (DISCONNECT, when run as an admin such as root) while the server takes over the
         refused port, then asked up (CONNECT).

@@ -134,7 +134,7 @@ private func queueBench(_ options: QueueOptions) async throws -> Bool {
         let drainRate = Double(messages) / result.drain.seconds
         let liveRate = Double(count) / liveRun.elapsed.seconds
         let latencies = result.latencies
-        func percentile(_ p: Int) -> String {
+        func percentile(_ p: Int, of latencies: [Double]) -> String {
             latencies.isEmpty ? "?" : format(latencies[min(latencies.count - 1, latencies.count * p / 100)], decimals: 1)
         }
         print("")
@@ -147,7 +147,10 @@ private func queueBench(_ options: QueueOptions) async throws -> Bool {
         print("| drain ÷ live | \(format(drainRate / liveRate, decimals: 2))× |")
         print("| imagentd CPU µs/msg: drain, live run | \(microseconds(result.cpuPerMessage)), \(microseconds(liveCPU)) |")
         print("| live echo on another session during the drain: \(grouped(latencies.count)) messages, p50 / p99 / max | "
-              + "\(percentile(50)) / \(percentile(99)) / \(latencies.last.map { format($0, decimals: 1) } ?? "?") ms |")
+              + "\(percentile(50, of: latencies)) / \(percentile(99, of: latencies)) / \(latencies.last.map { format($0, decimals: 1) } ?? "?") ms |")
+        let accepted = result.acceptedLatencies
+        print("| of which send → ACCEPTED (the daemon's commit of the SEND), p50 / p99 / max | "
+              + "\(percentile(50, of: accepted)) / \(percentile(99, of: accepted)) / \(accepted.last.map { format($0, decimals: 1) } ?? "?") ms |")
         let exact = result.received == result.expected
         print("| the server received (it refuses gaps and ignores duplicates) | \(grouped(result.received)) of \(grouped(result.expected))"
               + "\(exact ? "" : " MISMATCH") |")

@@ -13,6 +13,9 @@ struct DrainResult: Sendable {
     var cpuPerMessage: Double?
     /// Send → echo of each live message, in milliseconds, sorted.
     var latencies: [Double]
+    /// The first hop of each: send → ACCEPTED (the daemon stored it), in milliseconds, sorted;
+    /// the rest of the echo is the link, the server and the echo's inbound commit.
+    var acceptedLatencies: [Double]
     /// Highest VmRSS and RssAnon sampled during the drain, KiB.
     var peakRSS: Int
     var peakAnon: Int
@@ -36,7 +39,7 @@ func measureDrain(server: RefServer, daemonPID: Int32, socketPath: String, live 
     let connected = clock.now
     let cpuAtConnect = cpuMicroseconds(of: daemonPID)
     let progress = LiveProgress()
-    return try await withThrowingTaskGroup(of: [Double].self) { group in
+    return try await withThrowingTaskGroup(of: [(total: Double, accepted: Double)].self) { group in
         group.addTask {
             try await liveEchoes(client: client, session: session, intervalMS: intervalMS, progress: progress)
         }
@@ -52,11 +55,11 @@ func measureDrain(server: RefServer, daemonPID: Int32, socketPath: String, live 
         let drained = clock.now
         let cpu = cpuMicroseconds(of: daemonPID).flatMap { end in cpuAtConnect.map { (end - $0) / Double(queued) } }
         progress.done.store(true, ordering: .releasing)
-        guard let latencies = try await group.next() else { throw BenchError("the live sender vanished") }
+        guard let samples = try await group.next() else { throw BenchError("the live sender vanished") }
         let expected = queued + progress.sent.load(ordering: .acquiring)
         received = Int(jsonNumber("messages_in", in: await server.execute(.stats)) ?? "") ?? -1
         return DrainResult(connect: connected - serverUp, drain: drained - connected, cpuPerMessage: cpu,
-                           latencies: latencies.sorted(), peakRSS: peakRSS, peakAnon: peakAnon,
+                           latencies: samples.map(\.total).sorted(), acceptedLatencies: samples.map(\.accepted).sorted(), peakRSS: peakRSS, peakAnon: peakAnon,
                            received: received, expected: expected)
     }
 }
@@ -70,15 +73,17 @@ private final class LiveProgress: Sendable {
     let sent = Atomic<Int>(0)
 }
 
-private func liveEchoes(client: IPCClient, session: UInt64, intervalMS: Int, progress: LiveProgress) async throws -> [Double] {
+private func liveEchoes(client: IPCClient, session: UInt64, intervalMS: Int,
+                        progress: LiveProgress) async throws -> [(total: Double, accepted: Double)] {
     let clock = ContinuousClock()
     let payload = ByteBuffer(repeating: 0x4C, count: 64)
     var events = client.events.makeAsyncIterator()
-    var latencies: [Double] = []
+    var latencies: [(total: Double, accepted: Double)] = []
     while !progress.done.load(ordering: .acquiring) {
         let start = clock.now
         progress.sent.add(1, ordering: .releasing)
         _ = try await client.send(session: session, payload: payload)
+        let accepted = clock.now
         echo: while true {
             switch try await events.next() {
             case .message(let message)? where message.session == session:
@@ -92,7 +97,7 @@ private func liveEchoes(client: IPCClient, session: UInt64, intervalMS: Int, pro
                 continue
             }
         }
-        latencies.append((clock.now - start).seconds * 1000)
+        latencies.append(((clock.now - start).seconds * 1000, (accepted - start).seconds * 1000))
         if intervalMS > 0 { try await Task.sleep(for: .milliseconds(intervalMS)) }
     }
     return latencies

@@ -21,55 +21,14 @@ struct QueueMemoryTests {
     func twoHundredMiBQueuedWhileTheServerIsDown_restartedDaemon_memoryStaysSmall_everyMessageOnceInOrder() async throws {
         try await withLoadCluster { cluster in
             try await cluster.stopServer()
-            let total = Self.sessions * Self.messagesPerSession
             let loadgen = try cluster.startLoadgen(tag: 1, arguments: [
                 "--sessions", "\(Self.sessions)", "--messages", "\(Self.messagesPerSession)", "--size", "\(Self.payloadBytes)",
                 "--window", "64", "--deadline", "500",
             ])
-
-            // Queue everything; sample the daemon's anonymous memory meanwhile.
-            var queuedPeak = 0
-            var queued = 0
-            let queueDeadline = ContinuousClock.now + .seconds(300)
-            while queued < total {
-                #expect(ContinuousClock.now < queueDeadline, "only \(queued) of \(total) messages queued in 300 s")
-                guard ContinuousClock.now < queueDeadline, loadgen.isRunning else { break }
-                queuedPeak = max(queuedPeak, cluster.daemonAnonymousRSS() ?? 0)
-                queued = try await outbox(cluster)
-                try await Task.sleep(for: .milliseconds(200))
-            }
-            let queuedBytes = queued * Self.payloadBytes
-            print("queued \(queued) messages (\(queuedBytes >> 20) MiB) with the server down; imagentd RssAnon peak \(queuedPeak >> 20) MiB")
-            #expect(queued == total)
-            #expect(queuedBytes >= 200 << 20)
-            #expect(queuedPeak > 0 && queuedPeak <= Self.rssLimit, "RssAnon \(queuedPeak) bytes while queued")
-
-            // kill -9 and start again on the same store: start-up reads no payload.
-            try await cluster.killAndRestartDaemon()
-            var restartedPeak = 0
-            for _ in 0..<15 {
-                restartedPeak = max(restartedPeak, cluster.daemonAnonymousRSS() ?? 0)
-                try await Task.sleep(for: .milliseconds(200))
-            }
-            let requeued = try await outbox(cluster)
-            print("after kill -9 and restart: \(requeued) messages queued; imagentd RssAnon peak \(restartedPeak >> 20) MiB")
-            #expect(requeued == total)
-            #expect(restartedPeak > 0 && restartedPeak <= Self.rssLimit, "RssAnon \(restartedPeak) bytes after the restart")
-
-            // The server comes back: the backlog drains, the echoes come back.
-            let drainStart = ContinuousClock.now
-            try await cluster.startServer()
-            var drainPeak = 0
-            while loadgen.isRunning, ContinuousClock.now < drainStart + .seconds(480) {
-                drainPeak = max(drainPeak, cluster.daemonAnonymousRSS() ?? 0)
-                try await Task.sleep(for: .milliseconds(200))
-            }
-            let report = try await loadgen.wait(within: .seconds(30))
-            print("drained in \(ContinuousClock.now - drainStart); imagentd RssAnon peak while draining \(drainPeak >> 20) MiB; \(report.json)")
-            #expect(report.status == 0, "\(report.json)\n\(report.stderr)\n\(cluster.tail("imagentd.log"))")
-            #expect(report.int("received") == total)
-            #expect(report.int("lost") == 0 && report.int("duplicated") == 0)
-            #expect(report.int("out_of_order") == 0 && report.int("seq_gaps") == 0)
+            let total = Self.sessions * Self.messagesPerSession
+            try await queueRestartAndDrain(cluster, loadgen, total: total, payloadBytes: Self.payloadBytes,
+                                           queueWithin: .seconds(300), drainWithin: .seconds(480))
+            #expect(total * Self.payloadBytes >= 200 << 20)
         }
     }
 
@@ -91,46 +50,56 @@ struct QueueMemoryTests {
             let loadgen = try cluster.startLoadgen(tag: 2, arguments: [
                 "--sessions", "\(sessions)", "--messages", "\(perSession)", "--size", "64", "--window", "256", "--deadline", "800",
             ])
-            var queuedPeak = 0
-            var queued = 0
-            let started = ContinuousClock.now
-            while queued < sessions * perSession {
-                #expect(ContinuousClock.now < started + .seconds(400), "only \(queued) messages queued in 400 s")
-                guard ContinuousClock.now < started + .seconds(400), loadgen.isRunning else { break }
-                queuedPeak = max(queuedPeak, cluster.daemonAnonymousRSS() ?? 0)
-                queued = try await outbox(cluster)
-                try await Task.sleep(for: .milliseconds(200))
-            }
-            queuedPeak = max(queuedPeak, cluster.daemonAnonymousRSS() ?? 0)
-            print("queued \(queued) messages of 64 B in \(ContinuousClock.now - started) with the server down; imagentd RssAnon peak \(queuedPeak >> 20) MiB")
-            #expect(queued == sessions * perSession)
-            #expect(queuedPeak > 0 && queuedPeak <= Self.rssLimit, "RssAnon \(queuedPeak) bytes while queued")
-
-            try await cluster.killAndRestartDaemon()
-            var restartedPeak = 0
-            for _ in 0..<15 {
-                restartedPeak = max(restartedPeak, cluster.daemonAnonymousRSS() ?? 0)
-                try await Task.sleep(for: .milliseconds(200))
-            }
-            let requeued = try await outbox(cluster)
-            print("after kill -9 and restart: \(requeued) messages queued; imagentd RssAnon peak \(restartedPeak >> 20) MiB")
-            #expect(requeued == sessions * perSession)
-            #expect(restartedPeak > 0 && restartedPeak <= Self.rssLimit, "RssAnon \(restartedPeak) bytes after the restart")
-
-            let drainStart = ContinuousClock.now
-            try await cluster.startServer()
-            var drainPeak = 0
-            while loadgen.isRunning, ContinuousClock.now < drainStart + .seconds(600) {
-                drainPeak = max(drainPeak, cluster.daemonAnonymousRSS() ?? 0)
-                try await Task.sleep(for: .milliseconds(200))
-            }
-            let report = try await loadgen.wait(within: .seconds(30))
-            print("drained in \(ContinuousClock.now - drainStart); imagentd RssAnon peak while draining \(drainPeak >> 20) MiB; \(report.json)")
-            #expect(report.status == 0, "\(report.json)\n\(report.stderr)\n\(cluster.tail("imagentd.log"))")
-            #expect(report.int("received") == sessions * perSession)
-            #expect(report.int("lost") == 0 && report.int("duplicated") == 0)
-            #expect(report.int("out_of_order") == 0 && report.int("seq_gaps") == 0)
+            try await queueRestartAndDrain(cluster, loadgen, total: sessions * perSession, payloadBytes: 64,
+                                           queueWithin: .seconds(400), drainWithin: .seconds(600))
         }
+    }
+
+    /// The scenario both tests share, with the server stopped and `loadgen` sending: every
+    /// message queues while imagentd's `RssAnon` is sampled; imagentd is killed (-9) and
+    /// started again on that store (start-up reads no payload); the server comes back and
+    /// the loadgen checks that every echo arrives exactly once, in order, intact.
+    private func queueRestartAndDrain(_ cluster: LoadCluster, _ loadgen: LoadCluster.Loadgen, total: Int, payloadBytes: Int,
+                                      queueWithin: Duration, drainWithin: Duration) async throws {
+        var queuedPeak = 0
+        var queued = 0
+        let started = ContinuousClock.now
+        while queued < total {
+            #expect(ContinuousClock.now < started + queueWithin, "only \(queued) of \(total) messages queued in \(queueWithin)")
+            guard ContinuousClock.now < started + queueWithin, loadgen.isRunning else { break }
+            queuedPeak = max(queuedPeak, cluster.daemonAnonymousRSS() ?? 0)
+            queued = try await outbox(cluster)
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        queuedPeak = max(queuedPeak, cluster.daemonAnonymousRSS() ?? 0)
+        print("queued \(queued) messages of \(payloadBytes) B (\((queued * payloadBytes) >> 20) MiB) in \(ContinuousClock.now - started) with the server down; imagentd RssAnon peak \(queuedPeak >> 20) MiB")
+        #expect(queued == total)
+        #expect(queuedPeak > 0 && queuedPeak <= Self.rssLimit, "RssAnon \(queuedPeak) bytes while queued")
+
+        try await cluster.killAndRestartDaemon()
+        var restartedPeak = 0
+        for _ in 0..<15 {
+            restartedPeak = max(restartedPeak, cluster.daemonAnonymousRSS() ?? 0)
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        let requeued = try await outbox(cluster)
+        print("after kill -9 and restart: \(requeued) messages queued; imagentd RssAnon peak \(restartedPeak >> 20) MiB")
+        #expect(requeued == total)
+        #expect(restartedPeak > 0 && restartedPeak <= Self.rssLimit, "RssAnon \(restartedPeak) bytes after the restart")
+
+        let drainStart = ContinuousClock.now
+        try await cluster.startServer()
+        var drainPeak = 0
+        while loadgen.isRunning, ContinuousClock.now < drainStart + drainWithin {
+            drainPeak = max(drainPeak, cluster.daemonAnonymousRSS() ?? 0)
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        let report = try await loadgen.wait(within: .seconds(30))
+        print("drained in \(ContinuousClock.now - drainStart); imagentd RssAnon peak while draining \(drainPeak >> 20) MiB; \(report.json)")
+        #expect(report.status == 0, "\(report.json)\n\(report.stderr)\n\(cluster.tail("imagentd.log"))")
+        #expect(report.int("received") == total)
+        #expect(report.int("lost") == 0 && report.int("duplicated") == 0)
+        #expect(report.int("out_of_order") == 0 && report.int("seq_gaps") == 0)
     }
 
     /// Outbound messages the daemon holds (STATUS `sessions.outbox`), over a connection of

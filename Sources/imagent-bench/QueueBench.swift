@@ -134,8 +134,11 @@ private func queueBench(_ options: QueueOptions) async throws -> Bool {
         let drainRate = Double(messages) / result.drain.seconds
         let liveRate = Double(count) / liveRun.elapsed.seconds
         let latencies = result.latencies
-        func percentile(_ p: Int, of latencies: [Double]) -> String {
-            latencies.isEmpty ? "?" : format(latencies[min(latencies.count - 1, latencies.count * p / 100)], decimals: 1)
+        /// "p50 / p99 / max" of sorted milliseconds.
+        func spread(_ sorted: [Double]) -> String {
+            guard let last = sorted.last else { return "? / ? / ?" }
+            return [50, 99].map { format(sorted[min(sorted.count - 1, sorted.count * $0 / 100)], decimals: 1) }
+                .joined(separator: " / ") + " / " + format(last, decimals: 1)
         }
         print("")
         print("| drain | |")
@@ -147,10 +150,8 @@ private func queueBench(_ options: QueueOptions) async throws -> Bool {
         print("| drain ÷ live | \(format(drainRate / liveRate, decimals: 2))× |")
         print("| imagentd CPU µs/msg: drain, live run | \(microseconds(result.cpuPerMessage)), \(microseconds(liveCPU)) |")
         print("| live echo on another session during the drain: \(grouped(latencies.count)) messages, p50 / p99 / max | "
-              + "\(percentile(50, of: latencies)) / \(percentile(99, of: latencies)) / \(latencies.last.map { format($0, decimals: 1) } ?? "?") ms |")
-        let accepted = result.acceptedLatencies
-        print("| of which send → ACCEPTED (the daemon's commit of the SEND), p50 / p99 / max | "
-              + "\(percentile(50, of: accepted)) / \(percentile(99, of: accepted)) / \(accepted.last.map { format($0, decimals: 1) } ?? "?") ms |")
+              + "\(spread(latencies)) ms |")
+        print("| of which send → ACCEPTED (the daemon's commit of the SEND), p50 / p99 / max | \(spread(result.acceptedLatencies)) ms |")
         let exact = result.received == result.expected
         print("| the server received (it refuses gaps and ignores duplicates) | \(grouped(result.received)) of \(grouped(result.expected))"
               + "\(exact ? "" : " MISMATCH") |")

@@ -36,16 +36,18 @@ public func tailOfFile(_ path: String, bytes: Int = 3000) -> String {
 /// Waits for the `listening on HOST:PORT` line a program prints first on its standard output; the port.
 public func waitForListeningPort(in outPath: String, of process: ChildProcess, what: String, log: String,
                                  within limit: Duration = .seconds(30)) async throws -> Int {
-    let deadline = ContinuousClock.now + limit
-    while ContinuousClock.now < deadline, process.isRunning {
+    let failure = { ChildProcessError("\(what) did not start (running: \(process.isRunning)); its log:\n\(tailOfFile(log))") }
+    let port = try await poll(within: limit, every: .milliseconds(10)) { () -> Int? in
         let out = readFile(outPath) ?? ""
         if let line = out.split(separator: "\n").first(where: { $0.hasPrefix("listening on ") }),
            let colon = line.lastIndex(of: ":"), let port = Int(line[line.index(after: colon)...]) {
             return port
         }
-        try await Task.sleep(for: .milliseconds(10))
+        guard process.isRunning else { throw failure() }
+        return nil
     }
-    throw ChildProcessError("\(what) did not start (running: \(process.isRunning)); its log:\n\(tailOfFile(log))")
+    if let port { return port }
+    throw failure()
 }
 
 /// What the handles have in common: a started program with its log.

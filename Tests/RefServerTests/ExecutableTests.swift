@@ -20,19 +20,20 @@ struct ExecutableTests {
 
     /// Reads one line from `descriptor`, waiting at most `timeout` in total.
     static func readLine(_ descriptor: Int32, timeout: Duration) async throws -> String {
-        let deadline = ContinuousClock.now + timeout
         var bytes: [UInt8] = []
-        while ContinuousClock.now < deadline {
+        let line = try await IMAgentTestKit.poll(within: timeout, every: .milliseconds(10)) { () -> String? in
             var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-            guard poll(&poller, 1, 10) > 0 else {
-                try await Task.sleep(for: .milliseconds(10))
-                continue
+            while Glibc.poll(&poller, 1, 0) > 0 {
+                var byte: UInt8 = 0
+                guard read(descriptor, &byte, 1) == 1 else {
+                    throw TestTimeout(what: "a line from the server process (it closed its output after \"\(String(decoding: bytes, as: UTF8.self))\")")
+                }
+                if byte == UInt8(ascii: "\n") { return String(decoding: bytes, as: UTF8.self) }
+                bytes.append(byte)
             }
-            var byte: UInt8 = 0
-            guard read(descriptor, &byte, 1) == 1 else { break }
-            if byte == UInt8(ascii: "\n") { return String(decoding: bytes, as: UTF8.self) }
-            bytes.append(byte)
+            return nil
         }
+        if let line { return line }
         throw TestTimeout(what: "a line from the server process (got \"\(String(decoding: bytes, as: UTF8.self))\")")
     }
 

@@ -1,5 +1,6 @@
 import AgentIPC
 import Foundation
+import IMAgentTestKit
 import NIOCore
 import Testing
 
@@ -285,9 +286,8 @@ struct IPCFeatureTests {
     /// Polls SESSIONS until `done` holds for its table: session id → its integer fields.
     private func waitForSessions(_ client: IPCClient, within limit: Duration = .seconds(15),
                                  _ done: ([UInt64: [String: Int]]) -> Bool) async throws {
-        let deadline = ContinuousClock.now + limit
         var last = ""
-        while ContinuousClock.now < deadline {
+        let matched: Void? = try await poll(within: limit) {
             last = try await client.sessions()
             let list = (try JSONSerialization.jsonObject(with: Data(last.utf8)) as? [String: Any])?["sessions"] as? [[String: Any]] ?? []
             var table: [UInt64: [String: Int]] = [:]
@@ -295,22 +295,19 @@ struct IPCFeatureTests {
                 guard let id = (row["session"] as? NSNumber)?.uint64Value else { continue }
                 table[id] = row.compactMapValues { $0 as? Int }
             }
-            if done(table) { return }
-            try await Task.sleep(for: .milliseconds(50))
+            return done(table) ? () : nil
         }
-        Issue.record("SESSIONS never matched: \(last)")
+        if matched == nil { Issue.record("SESSIONS never matched: \(last)") }
     }
 
     /// Polls SESSIONS until every one of `sessions` is open upstream.
     private func waitUntilOpen(_ client: IPCClient, _ sessions: [UInt64]) async throws {
-        let deadline = ContinuousClock.now + .seconds(15)
-        while ContinuousClock.now < deadline {
+        let opened: Void? = try await poll(within: .seconds(15)) {
             let json = try await client.sessions()
             let list = (try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])?["sessions"] as? [[String: Any]] ?? []
             let open = Set(list.filter { $0["state"] as? String == "open" }.compactMap { ($0["session"] as? NSNumber)?.uint64Value })
-            if Set(sessions).isSubset(of: open) { return }
-            try await Task.sleep(for: .milliseconds(50))
+            return Set(sessions).isSubset(of: open) ? () : nil
         }
-        Issue.record("sessions \(sessions) never opened upstream")
+        if opened == nil { Issue.record("sessions \(sessions) never opened upstream") }
     }
 }

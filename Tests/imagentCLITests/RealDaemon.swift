@@ -78,18 +78,16 @@ final class RealDaemon: @unchecked Sendable {
 
     /// Polls `imagent status --json` until the link state is `state`.
     func waitForLink(_ state: String, within limit: Duration = .seconds(15)) async throws -> [String: Any] {
-        let deadline = ContinuousClock.now + limit
         var last = ""
-        while ContinuousClock.now < deadline {
+        let reached = try await poll(within: limit, every: .milliseconds(100)) { () -> [String: Any]? in
             let result = try await imagent(["status", "--json"])
             last = result.stdout + result.stderr
-            if result.status == 0,
-               let status = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any],
-               let link = status["link"] as? [String: Any], link["state"] as? String == state {
-                return status
-            }
-            try await Task.sleep(for: .milliseconds(100))
+            guard result.status == 0,
+                  let status = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any],
+                  let link = status["link"] as? [String: Any], link["state"] as? String == state else { return nil }
+            return status
         }
+        if let reached { return reached }
         throw RealDaemonError("link never reached \(state); last status: \(last)\ndaemon log:\n\(log)")
     }
 

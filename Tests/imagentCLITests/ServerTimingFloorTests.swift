@@ -1,4 +1,5 @@
 import Foundation
+import IMAgentTestKit
 import Testing
 
 /// Issue 11, finding 6, against the real daemon: a server whose LOGIN_OK says
@@ -30,12 +31,10 @@ struct ServerTimingFloorTests {
             #expect(await daemon.server.execute(line: "drop").hasPrefix("ok"))
             // Dropped, then a LOGIN_FAIL OVERLOADED: waiting for the server's delay.
             var link: [String: Any] = [:]
-            let deadline = ContinuousClock.now + .seconds(15)
-            while ContinuousClock.now < deadline {
+            _ = try await poll(within: .seconds(15), every: .milliseconds(100)) { () -> Void? in
                 let status = try await daemon.waitForLink("waiting")
                 link = try #require(status["link"] as? [String: Any])
-                if (link["last_error"] as? String)?.contains("OVERLOADED") == true { break }
-                try await Task.sleep(for: .milliseconds(100))
+                return (link["last_error"] as? String)?.contains("OVERLOADED") == true ? () : nil
             }
             let error = try #require(link["last_error"] as? String)
             #expect(error.contains("LOGIN_FAIL OVERLOADED"), "\(link)")

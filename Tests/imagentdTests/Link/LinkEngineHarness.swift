@@ -57,15 +57,10 @@ final class TransitionRecorder: Sendable {
         _ what: String,
         _ predicate: @escaping (LinkTransition) -> Bool
     ) async throws -> Entry {
-        let deadline = nowSeconds() + timeout
-        // Look after every wake-up, the last one included: on a loaded machine a 10 ms sleep
-        // can end seconds late, past the deadline, with the entry long recorded (CI saw it).
-        while true {
-            let found = entries.withLock { list in list.dropFirst(from).first { predicate($0.transition) } }
-            if let found { return found }
-            if nowSeconds() >= deadline { break }
-            try await Task.sleep(for: .milliseconds(10))
+        let found = try await poll(within: .seconds(timeout), every: .milliseconds(10)) {
+            entries.withLock { list in list.dropFirst(from).first { predicate($0.transition) } }
         }
+        if let found { return found }
         Issue.record("timed out after \(timeout) s waiting for \(what)")
         throw HarnessError.timeout(what)
     }

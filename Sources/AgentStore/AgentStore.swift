@@ -78,6 +78,13 @@ public final class AgentStore: Sendable {
         return promise.futureResult
     }
 
+    /// Applies one operation like `perform`, in the same queue and order, and hands its
+    /// outcome with `tag` to `sink` on `loop` (see `StoreCompletionSink`): the daemon's hot
+    /// path, with no future per message.
+    public func submit(_ operation: StoreOperation, tag: UInt64, on loop: EventLoop, to sink: any StoreCompletionSink) {
+        queue.submit(CommitQueue.Submission(operation: operation, tag: tag, loop: loop, sink: sink))
+    }
+
     /// Waits for every queued operation to commit, closes the database, and stops
     /// the writer thread. Later operations fail with `StoreError.closed`.
     public func close(on loop: EventLoop) -> EventLoopFuture<Void> {

@@ -21,7 +21,39 @@ import NIOPosix
 final class CommitQueue: Sendable {
     struct Submission: Sendable {
         let operations: [StoreOperation]
-        let promise: EventLoopPromise<[StoreResult]>
+        let completion: Completion
+
+        init(operations: [StoreOperation], promise: EventLoopPromise<[StoreResult]>) {
+            self.operations = operations
+            self.completion = .promise(promise)
+        }
+
+        /// One operation whose outcome goes to `sink` on `loop`, with `tag`.
+        init(operation: StoreOperation, tag: UInt64, loop: EventLoop, sink: any StoreCompletionSink) {
+            self.operations = [operation]
+            self.completion = .sink(loop, sink, tag: tag)
+        }
+
+        var loop: EventLoop {
+            switch completion {
+            case .promise(let promise): promise.futureResult.eventLoop
+            case .sink(let loop, _, _): loop
+            }
+        }
+
+        func fail(_ error: StoreError) {
+            switch completion {
+            case .promise(let promise): promise.fail(error)
+            case .sink(let loop, let sink, let tag):
+                loop.execute { sink.storeCompleted([StoreCompletion(tag: tag, outcome: .failure(error))]) }
+            }
+        }
+    }
+
+    /// Where a submission's outcome goes.
+    enum Completion: Sendable {
+        case promise(EventLoopPromise<[StoreResult]>)
+        case sink(EventLoop, any StoreCompletionSink, tag: UInt64)
     }
 
     private struct State {
@@ -56,8 +88,8 @@ final class CommitQueue: Sendable {
             return true
         }
         switch startDrain {
-        case nil: submission.promise.fail(StoreError.closed)
-        case true?: startDrainAfterThisTurn(of: submission.promise.futureResult.eventLoop)
+        case nil: submission.fail(StoreError.closed)
+        case true?: startDrainAfterThisTurn(of: submission.loop)
         case false?: break
         }
     }
@@ -150,7 +182,7 @@ final class CommitQueue: Sendable {
                 return
             case .commit(let batch):
                 guard let current = writer.withLockedValue({ $0 }) else {
-                    for submission in batch { submission.promise.fail(StoreError.closed) }
+                    for submission in batch { submission.fail(StoreError.closed) }
                     continue
                 }
                 let outcomes = current.apply(batch.map(\.operations))
@@ -165,21 +197,41 @@ final class CommitQueue: Sendable {
         case close([EventLoopPromise<Void>])
     }
 
-    /// Completes a batch's futures with one hop per event loop rather than one per
-    /// future: the daemon's 10,000 appends become a single task on its loop.
+    /// Completes a batch with one hop per event loop rather than one per submission: the
+    /// daemon's 10,000 appends become a single task on its loop. Within it, outcomes keep
+    /// submission order; consecutive outcomes for one sink go to it in one call.
     private static func complete(_ batch: [Submission], with outcomes: [Result<[StoreResult], StoreError>]) {
-        var byLoop: [ObjectIdentifier: (EventLoop, [(EventLoopPromise<[StoreResult]>, Result<[StoreResult], StoreError>)])] = [:]
+        var byLoop: [ObjectIdentifier: (EventLoop, [(Completion, Result<[StoreResult], StoreError>)])] = [:]
         for (submission, outcome) in zip(batch, outcomes) {
-            let loop = submission.promise.futureResult.eventLoop
-            byLoop[ObjectIdentifier(loop), default: (loop, [])].1.append((submission.promise, outcome))
+            let loop = submission.loop
+            byLoop[ObjectIdentifier(loop), default: (loop, [])].1.append((submission.completion, outcome))
         }
         for (loop, completions) in byLoop.values {
-            loop.execute {
-                for (promise, outcome) in completions {
-                    promise.completeWith(outcome.mapError { $0 as any Error })
-                }
+            loop.execute { deliver(completions) }
+        }
+    }
+
+    private static func deliver(_ completions: [(Completion, Result<[StoreResult], StoreError>)]) {
+        var run: [StoreCompletion] = []
+        var runSink: (any StoreCompletionSink)?
+        func flush() {
+            guard let sink = runSink, !run.isEmpty else { return }
+            sink.storeCompleted(run)
+            run.removeAll(keepingCapacity: true)
+        }
+        for (completion, outcome) in completions {
+            switch completion {
+            case .promise(let promise):
+                flush()
+                promise.completeWith(outcome.mapError { $0 as any Error })
+            case .sink(_, let sink, let tag):
+                if let current = runSink, current !== sink { flush() }
+                runSink = sink
+                // A sink submission is one operation, so one result.
+                run.append(StoreCompletion(tag: tag, outcome: outcome.map { $0[0] }))
             }
         }
+        flush()
     }
 
     /// The pool refused our work (it was shut down under us): nothing queued can run.
@@ -193,7 +245,7 @@ final class CommitQueue: Sendable {
             state.closePromises = []
             return (pending, closers)
         }
-        for submission in pending { submission.promise.fail(error) }
+        for submission in pending { submission.fail(error) }
         for promise in closers { promise.succeed(()) }
     }
 }

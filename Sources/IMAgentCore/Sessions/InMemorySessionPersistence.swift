@@ -3,7 +3,8 @@ import NIOCore
 /// `SessionPersistence` kept in memory: what the session tests run against
 /// (the daemon runs on `SQLiteSessionPersistence`). It survives a restart of the session layer
 /// within one process (the object outlives the router), not of the process.
-/// Every operation completes at once, in order, on `loop`.
+/// Every operation completes at once, in order, on `loop` (a submitted one calls the receiver
+/// before `submit` returns).
 final class InMemorySessionPersistence: SessionPersistence {
     let loop: EventLoop
     /// Stored messages (outbound plus inbound, all sessions) beyond which appends fail with `.full`.
@@ -24,6 +25,7 @@ final class InMemorySessionPersistence: SessionPersistence {
     private var sessions: [UInt64: Kept] = [:]
     private var closed: Set<UInt64> = []
     private var stored = 0
+    private var receiver: (([PersistOutcome]) -> Void)?
 
     init(loop: EventLoop, capacity: Int = .max) {
         self.loop = loop
@@ -83,82 +85,80 @@ final class InMemorySessionPersistence: SessionPersistence {
         return result
     }
 
-    func createSession(_ record: StoredSessionRecord) -> EventLoopFuture<Void> {
-        guard sessions[record.id] == nil, !closed.contains(record.id) else {
-            return loop.makeFailedFuture(SessionPersistenceError.failed("session \(record.id) exists already"))
-        }
-        sessions[record.id] = Kept(index: StoredSession(record: record, ackedSeq: 0, deliveredSeq: 0, outbox: [], sentSeq: 0, receivedSeq: 0))
-        return loop.makeSucceededVoidFuture()
+    func deliverOutcomes(to receiver: @escaping ([PersistOutcome]) -> Void) {
+        self.receiver = receiver
     }
 
-    func appendOutbound(session: UInt64, seq: UInt64, payload: ByteBuffer, expiresAtMS: Int64?) -> EventLoopFuture<Void> {
-        change(session) { kept in
-            guard seq == kept.index.sentSeq + 1 else { throw SessionPersistenceError.failed("outbound seq \(seq) after \(kept.index.sentSeq)") }
-            kept.outbox.append(StoredOutboundMessage(seq: seq, payload: payload, deadlineMS: expiresAtMS))
-            kept.index.sentSeq = seq
-            return 1
-        }
+    func submit(_ operation: PersistOperation, tag: UInt64) {
+        guard let receiver else { preconditionFailure("submit before deliverOutcomes(to:)") }
+        receiver([PersistOutcome(tag: tag, result: apply(operation))])
     }
 
-    func giveUpOutbound(session: UInt64, seq: UInt64) -> EventLoopFuture<Void> {
-        change(session) { kept in
-            guard let index = kept.outbox.firstIndex(where: { $0.seq == seq }) else { return 0 }
-            kept.outbox.remove(at: index)
-            kept.index.givenUp += 1
-            return -1
+    private func apply(_ operation: PersistOperation) -> Result<Void, SessionPersistenceError> {
+        switch operation {
+        case .create(let record):
+            guard sessions[record.id] == nil, !closed.contains(record.id) else {
+                return .failure(.failed("session \(record.id) exists already"))
+            }
+            sessions[record.id] = Kept(index: StoredSession(record: record, ackedSeq: 0, deliveredSeq: 0, outbox: [], sentSeq: 0, receivedSeq: 0))
+            return .success(())
+        case .appendOutbound(let session, let seq, let payload, let expiresAtMS):
+            return change(session) { kept in
+                guard seq == kept.index.sentSeq + 1 else { throw SessionPersistenceError.failed("outbound seq \(seq) after \(kept.index.sentSeq)") }
+                kept.outbox.append(StoredOutboundMessage(seq: seq, payload: payload, deadlineMS: expiresAtMS))
+                kept.index.sentSeq = seq
+                return 1
+            }
+        case .giveUpOutbound(let session, let seq):
+            return change(session) { kept in
+                guard let index = kept.outbox.firstIndex(where: { $0.seq == seq }) else { return 0 }
+                kept.outbox.remove(at: index)
+                kept.index.givenUp += 1
+                return -1
+            }
+        case .markAcked(let session, let seq):
+            return change(session) { kept in
+                guard seq > kept.index.ackedSeq else { return 0 }
+                let before = kept.outbox.count
+                kept.outbox.removeAll { $0.seq <= seq }
+                kept.index.ackedSeq = seq
+                return kept.outbox.count - before
+            }
+        case .appendInbound(let session, let seq, let payload):
+            return change(session) { kept in
+                guard seq == kept.index.receivedSeq + 1 else { throw SessionPersistenceError.failed("inbound seq \(seq) after \(kept.index.receivedSeq)") }
+                kept.inbox.append((seq, payload))
+                kept.index.receivedSeq = seq
+                return 1
+            }
+        case .markDelivered(let session, let seq):
+            return change(session) { kept in
+                guard seq > kept.index.deliveredSeq else { return 0 }
+                let before = kept.inbox.count
+                kept.inbox.removeAll { $0.seq <= seq }
+                kept.index.deliveredSeq = seq
+                return kept.inbox.count - before
+            }
+        case .close(let session):
+            if let gone = sessions.removeValue(forKey: session) {
+                stored -= gone.outbox.count + gone.inbox.count
+            }
+            closed.insert(session)
+            return .success(())
         }
-    }
-
-    func markAcked(session: UInt64, seq: UInt64) -> EventLoopFuture<Void> {
-        change(session) { kept in
-            guard seq > kept.index.ackedSeq else { return 0 }
-            let before = kept.outbox.count
-            kept.outbox.removeAll { $0.seq <= seq }
-            kept.index.ackedSeq = seq
-            return kept.outbox.count - before
-        }
-    }
-
-    func appendInbound(session: UInt64, seq: UInt64, payload: ByteBuffer) -> EventLoopFuture<Void> {
-        change(session) { kept in
-            guard seq == kept.index.receivedSeq + 1 else { throw SessionPersistenceError.failed("inbound seq \(seq) after \(kept.index.receivedSeq)") }
-            kept.inbox.append((seq, payload))
-            kept.index.receivedSeq = seq
-            return 1
-        }
-    }
-
-    func markDelivered(session: UInt64, seq: UInt64) -> EventLoopFuture<Void> {
-        change(session) { kept in
-            guard seq > kept.index.deliveredSeq else { return 0 }
-            let before = kept.inbox.count
-            kept.inbox.removeAll { $0.seq <= seq }
-            kept.index.deliveredSeq = seq
-            return kept.inbox.count - before
-        }
-    }
-
-    func closeSession(_ session: UInt64) -> EventLoopFuture<Void> {
-        if let gone = sessions.removeValue(forKey: session) {
-            stored -= gone.outbox.count + gone.inbox.count
-        }
-        closed.insert(session)
-        return loop.makeSucceededVoidFuture()
     }
 
     /// Applies `body` (which returns the change in stored messages) to one session.
-    private func change(_ id: UInt64, _ body: (inout Kept) throws -> Int) -> EventLoopFuture<Void> {
-        guard var session = sessions[id] else {
-            return loop.makeFailedFuture(SessionPersistenceError.failed("no session \(id)"))
-        }
+    private func change(_ id: UInt64, _ body: (inout Kept) throws -> Int) -> Result<Void, SessionPersistenceError> {
+        guard var session = sessions[id] else { return .failure(.failed("no session \(id)")) }
         do {
             let delta = try body(&session)
-            if delta > 0, stored + delta > capacity { return loop.makeFailedFuture(SessionPersistenceError.full) }
+            if delta > 0, stored + delta > capacity { return .failure(.full) }
             stored += delta
             sessions[id] = session
-            return loop.makeSucceededVoidFuture()
+            return .success(())
         } catch {
-            return loop.makeFailedFuture(error)
+            return .failure(error as? SessionPersistenceError ?? .failed("\(error)"))
         }
     }
 }

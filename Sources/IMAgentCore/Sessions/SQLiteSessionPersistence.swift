@@ -8,9 +8,10 @@ import NIOCore
 /// store's group commit applies operations in the order they were submitted
 /// and fails a batch as a whole, which is the ordering contract the session
 /// router relies on.
-final class SQLiteSessionPersistence: SessionPersistence, Sendable {
+final class SQLiteSessionPersistence: SessionPersistence, StoreCompletionSink, Sendable {
     private let store: AgentStore
     private let loop: EventLoop
+    private let receiver: NIOLoopBoundBox<(([PersistOutcome]) -> Void)?>
 
     /// The database file inside the configured store directory.
     static func path(inDirectory directory: String) -> String { directory + "/imagentd.sqlite3" }
@@ -37,6 +38,7 @@ final class SQLiteSessionPersistence: SessionPersistence, Sendable {
     private init(store: AgentStore, loop: EventLoop) {
         self.store = store
         self.loop = loop
+        self.receiver = .makeEmptyBox(valueType: (([PersistOutcome]) -> Void).self, eventLoop: loop)
     }
 
     func close() -> EventLoopFuture<Void> {
@@ -93,42 +95,38 @@ final class SQLiteSessionPersistence: SessionPersistence, Sendable {
             .map { $0.map { ($0.seq, $0.payload) } }.flatMapErrorThrowing { throw Self.translate($0) }
     }
 
-    func createSession(_ record: StoredSessionRecord) -> EventLoopFuture<Void> {
-        translated(store.createSession(id: record.id, service: record.service, ownerUID: record.owner,
-                                       priority: record.priority.rawValue, durable: record.durable,
-                                       createdAtMS: Int64(WallClock.nowMS()), on: loop).map { _ in })
+    func deliverOutcomes(to receiver: @escaping ([PersistOutcome]) -> Void) {
+        self.receiver.value = receiver
     }
 
-    func appendOutbound(session: UInt64, seq: UInt64, payload: ByteBuffer, expiresAtMS: Int64?) -> EventLoopFuture<Void> {
-        translated(store.appendOutbound(session: session, seq: seq, payload: payload, expiresAtMS: expiresAtMS, on: loop))
+    func submit(_ operation: PersistOperation, tag: UInt64) {
+        store.submit(Self.storeOperation(operation), tag: tag, on: loop, to: self)
     }
 
-    func giveUpOutbound(session: UInt64, seq: UInt64) -> EventLoopFuture<Void> {
-        translated(store.giveUpOutbound(session: session, seq: seq, on: loop))
+    func storeCompleted(_ completions: [StoreCompletion]) {
+        guard let receiver = receiver.value else { preconditionFailure("a store outcome before deliverOutcomes(to:)") }
+        receiver(completions.map { completion in
+            PersistOutcome(tag: completion.tag, result: completion.outcome.map { _ in }.mapError(Self.translate))
+        })
     }
 
-    func markAcked(session: UInt64, seq: UInt64) -> EventLoopFuture<Void> {
-        translated(store.markAcked(session: session, upTo: seq, on: loop))
-    }
-
-    func appendInbound(session: UInt64, seq: UInt64, payload: ByteBuffer) -> EventLoopFuture<Void> {
-        translated(store.appendInbound(session: session, seq: seq, payload: payload, on: loop))
-    }
-
-    func markDelivered(session: UInt64, seq: UInt64) -> EventLoopFuture<Void> {
-        translated(store.markDelivered(session: session, upTo: seq, on: loop))
-    }
-
-    func closeSession(_ session: UInt64) -> EventLoopFuture<Void> {
-        translated(store.closeSession(session, on: loop))
-    }
-
-    private func translated(_ future: EventLoopFuture<Void>) -> EventLoopFuture<Void> {
-        future.flatMapErrorThrowing { throw Self.translate($0) }
+    private static func storeOperation(_ operation: PersistOperation) -> StoreOperation {
+        switch operation {
+        case .create(let record):
+            .createSession(id: record.id, service: record.service, ownerUID: record.owner, priority: record.priority.rawValue,
+                           durable: record.durable, createdAtMS: Int64(WallClock.nowMS()))
+        case .appendOutbound(let session, let seq, let payload, let expiresAtMS):
+            .appendOutbound(session: session, seq: seq, payload: payload, expiresAtMS: expiresAtMS)
+        case .giveUpOutbound(let session, let seq): .giveUpOutbound(session: session, seq: seq)
+        case .markAcked(let session, let seq): .markAcked(session: session, upTo: seq)
+        case .appendInbound(let session, let seq, let payload): .appendInbound(session: session, seq: seq, payload: payload)
+        case .markDelivered(let session, let seq): .markDelivered(session: session, upTo: seq)
+        case .close(let session): .closeSession(session)
+        }
     }
 
     /// `.full` is the one failure a sender can wait out (QUEUE_FULL); the rest are reported as they are.
-    private static func translate(_ error: Error) -> Error {
+    private static func translate(_ error: Error) -> SessionPersistenceError {
         guard let error = error as? StoreError else { return SessionPersistenceError.failed("\(error)") }
         if case .full = error { return SessionPersistenceError.full }
         return SessionPersistenceError.failed(error.description)

@@ -55,14 +55,20 @@ enum SessionLogLevel: Hashable, Sendable {
     case debug, info, warning
 }
 
-/// A persistence operation (see `SessionPersistence`).
+/// A change to durable storage (see `SessionPersistence.submit`).
 enum PersistOperation {
     case create(StoredSessionRecord)
+    /// `expiresAtMS`: when its TTL passes (ms since the Unix epoch), kept for after a restart.
     case appendOutbound(session: UInt64, seq: UInt64, payload: ByteBuffer, expiresAtMS: Int64?)
+    /// Outbound message `seq` never reached the server and never will (TTL, too large):
+    /// forget it and count it in the session's `givenUp`.
     case giveUpOutbound(session: UInt64, seq: UInt64)
+    /// The server holds every outbound message up to `seq`: they may be forgotten.
     case markAcked(session: UInt64, seq: UInt64)
     case appendInbound(session: UInt64, seq: UInt64, payload: ByteBuffer)
+    /// A client acknowledged every inbound message up to `seq`: they may be forgotten.
     case markDelivered(session: UInt64, seq: UInt64)
+    /// The session is over for good; its id stays reserved.
     case close(session: UInt64)
 }
 

@@ -3,10 +3,10 @@ import NIOCore
 
 /// The one seam between the session layer and durable storage.
 ///
-/// Every operation returns a future that succeeds once the change is durable
-/// (committed). The session router acts on that completion only: ACCEPTED to
-/// a client follows `appendOutbound`, ACK to the server follows
-/// `appendInbound`. Futures complete on the caller's event loop.
+/// Every change is reported once it is durable (committed). The session router
+/// acts on that completion only: ACCEPTED to a client follows `appendOutbound`,
+/// ACK to the server follows `appendInbound`. Outcomes and futures complete on
+/// the caller's event loop.
 ///
 /// Contract the router relies on: operations on one session complete in the
 /// order they were issued, and once an `appendOutbound` fails every later
@@ -22,24 +22,23 @@ protocol SessionPersistence: AnyObject {
     func readOutbound(session: UInt64, after seq: UInt64, limit: Int, maxBytes: Int) -> EventLoopFuture<[StoredOutboundMessage]>
     /// The same for stored inbound messages.
     func readInbound(session: UInt64, after seq: UInt64, limit: Int, maxBytes: Int) -> EventLoopFuture<[(seq: UInt64, payload: ByteBuffer)]>
-    func createSession(_ record: StoredSessionRecord) -> EventLoopFuture<Void>
-    /// `expiresAtMS`: when its TTL passes (ms since the Unix epoch), kept for after a restart.
-    func appendOutbound(session: UInt64, seq: UInt64, payload: ByteBuffer, expiresAtMS: Int64?) -> EventLoopFuture<Void>
-    /// Outbound message `seq` never reached the server and never will (TTL, too large):
-    /// forget it and count it in the session's `givenUp`.
-    func giveUpOutbound(session: UInt64, seq: UInt64) -> EventLoopFuture<Void>
-    /// Gives up (as `giveUpOutbound`) up to `limit` outbound messages after `seq` whose TTL
+    /// Applies `operation`. Once it is durable (or failed), its outcome goes with `tag` to
+    /// the receiver set by `deliverOutcomes(to:)`, on the loop: the SQLite store hands over
+    /// every outcome of one group commit in one call, with no future per message.
+    func submit(_ operation: PersistOperation, tag: UInt64)
+    /// Where `submit`'s outcomes go; set once, before the first `submit`.
+    func deliverOutcomes(to receiver: @escaping ([PersistOutcome]) -> Void)
+    /// Gives up (as `PersistOperation.giveUpOutbound`) up to `limit` outbound messages after `seq` whose TTL
     /// passed by `nowMS`; returns them in seq order with the next deadline after `seq`.
     func giveUpExpiredOutbound(session: UInt64, after seq: UInt64, nowMS: Int64, limit: Int) -> EventLoopFuture<ExpiredOutboundBatch>
     /// How many of the first `count` outbound messages after `seq` are stored, the last one's seq, their bytes.
     func outboundSpan(session: UInt64, after seq: UInt64, count: Int) -> EventLoopFuture<StoredOutboxSpan>
-    /// The server holds every outbound message up to `seq`: they may be forgotten.
-    func markAcked(session: UInt64, seq: UInt64) -> EventLoopFuture<Void>
-    func appendInbound(session: UInt64, seq: UInt64, payload: ByteBuffer) -> EventLoopFuture<Void>
-    /// A client acknowledged every inbound message up to `seq`: they may be forgotten.
-    func markDelivered(session: UInt64, seq: UInt64) -> EventLoopFuture<Void>
-    /// The session is over for good; its id stays reserved.
-    func closeSession(_ session: UInt64) -> EventLoopFuture<Void>
+}
+
+/// One submitted operation's outcome, with the tag it was submitted with.
+struct PersistOutcome {
+    var tag: UInt64
+    var result: Result<Void, SessionPersistenceError>
 }
 
 /// Why a persistence operation failed.

@@ -20,6 +20,9 @@ final class SessionService: LinkSessionDelegate {
     /// them, so actions always run in the order the router returned them.
     private var pending = CircularBuffer<SessionAction>()
     private var draining = false
+    /// What the router does once each submitted persistence operation completes, by tag.
+    private var awaitingStore: [UInt64: PersistContinuation] = [:]
+    private var nextStoreTag: UInt64 = 0
     private let trimmer: MemoryTrimmer
     /// Session changes for WATCH subscribers (set by `DaemonCore`).
     var onSessionChange: ((SessionChange) -> Void)?
@@ -56,6 +59,7 @@ final class SessionService: LinkSessionDelegate {
     func start() -> EventLoopFuture<Void> {
         loop.preconditionInEventLoop()
         let bound = NIOLoopBound(self, eventLoop: loop)
+        persistence.deliverOutcomes { outcomes in bound.value.persisted(outcomes) }
         return persistence.load().map { stored in
             let service = bound.value
             service.router.restore(stored)
@@ -189,6 +193,21 @@ final class SessionService: LinkSessionDelegate {
     private func run(_ actions: [SessionAction]) {
         trimmer.activity()
         pending.append(contentsOf: actions)
+        performPending()
+    }
+
+    /// Outcomes of submitted operations (all of one group commit): each goes through the
+    /// router, and its actions are performed, before the next, as if each came alone.
+    private func persisted(_ outcomes: [PersistOutcome]) {
+        for outcome in outcomes {
+            guard let continuation = awaitingStore.removeValue(forKey: outcome.tag) else {
+                preconditionFailure("the store completed operation \(outcome.tag), which was not submitted")
+            }
+            run(router.persisted(continuation, outcome.result))
+        }
+    }
+
+    private func performPending() {
         guard !draining else { return }
         draining = true
         defer { draining = false }
@@ -206,10 +225,9 @@ final class SessionService: LinkSessionDelegate {
             }
         case .persist(let operation, let continuation):
             if case .giveUpOutbound = operation { expiredTotal += 1 }
-            let bound = NIOLoopBound(self, eventLoop: loop)
-            future(of: operation).whenComplete { result in
-                bound.value.run(bound.value.router.persisted(continuation, result.mapError(Self.persistenceError)))
-            }
+            nextStoreTag += 1
+            awaitingStore[nextStoreTag] = continuation
+            persistence.submit(operation, tag: nextStoreTag)
         case .reply(let client, let request, let message):
             clients[client]?.reply(to: request, message)
         case .fail(let client, let request, let code, let text):
@@ -293,18 +311,5 @@ final class SessionService: LinkSessionDelegate {
             service.run(service.router.expireDue())
         }
         expiry = (deadline, task)
-    }
-
-    private func future(of operation: PersistOperation) -> EventLoopFuture<Void> {
-        switch operation {
-        case .create(let record): persistence.createSession(record)
-        case .appendOutbound(let session, let seq, let payload, let expiresAtMS):
-            persistence.appendOutbound(session: session, seq: seq, payload: payload, expiresAtMS: expiresAtMS)
-        case .giveUpOutbound(let session, let seq): persistence.giveUpOutbound(session: session, seq: seq)
-        case .markAcked(let session, let seq): persistence.markAcked(session: session, seq: seq)
-        case .appendInbound(let session, let seq, let payload): persistence.appendInbound(session: session, seq: seq, payload: payload)
-        case .markDelivered(let session, let seq): persistence.markDelivered(session: session, seq: seq)
-        case .close(let session): persistence.closeSession(session)
-        }
     }
 }

@@ -123,12 +123,14 @@ struct Mosquitto {
             """)
         let process = try ChildProcess(executable: executable, arguments: ["-c", configuration], stdout: .null, stderr: .null)
         let broker = Mosquitto(process: process, directory: directory)
-        for _ in 0..<500 where access(broker.socketPath, F_OK) != 0 {
+        // Connect, not look for the file: bind creates it before listen, and a connection
+        // in between is refused (CI saw it).
+        for _ in 0..<500 where !unixSocketAccepts(broker.socketPath) {
             usleep(10_000)
         }
-        guard access(broker.socketPath, F_OK) == 0 else {
+        guard unixSocketAccepts(broker.socketPath) else {
             broker.stop()
-            throw TestFailure("mosquitto did not open \(broker.socketPath) within 5 s")
+            throw TestFailure("mosquitto did not accept on \(broker.socketPath) within 5 s")
         }
         return broker
     }

@@ -17,6 +17,13 @@ final class IPCClientConnection {
     var watching = false
     /// A flush is queued on the loop for what was written in this turn.
     private var flushScheduled = false
+    /// Frames of this turn, encoded and not yet handed to the channel: one channel write per
+    /// turn (or per `handOverBytes`) instead of a trip through the pipeline per frame.
+    private var outgoing: ByteBuffer?
+
+    /// Encoded bytes go to the channel in pieces of about this size, so its writability (which
+    /// pauses delivery to a slow client) still follows what was written within a turn.
+    static let handOverBytes = 16 * 1024
 
     /// Bytes the daemon may queue for a client beyond the channel's high water
     /// mark before it gives up on that client: replies and small events only,
@@ -50,11 +57,12 @@ final class IPCClientConnection {
 
     /// Sends a last ERROR and closes: for protocol violations and shutdown.
     func closeWithError(request: UInt32 = 0, _ code: IPCErrorCode, _ text: String) {
+        handOver()
         let frame = IPCFrame(request: request, message: .error(.init(code: code, message: text)))
         let channel = self.channel
         // A client that stops reading never completes the write: close it anyway after a bound.
         let deadline = channel.eventLoop.scheduleTask(in: Self.closeTimeout) { channel.close(promise: nil) }
-        channel.writeAndFlush(frame).whenComplete { _ in
+        channel.writeAndFlush(frame.encoded(allocator: channel.allocator)).whenComplete { _ in
             deadline.cancel()
             channel.close(promise: nil)
         }
@@ -68,14 +76,24 @@ final class IPCClientConnection {
     }
 
     private func write(_ frame: IPCFrame) {
+        if outgoing == nil { outgoing = channel.allocator.buffer(capacity: 512) }
+        frame.encode(into: &outgoing!)
+        if outgoing!.readableBytes >= Self.handOverBytes { handOver() }
+        scheduleFlush()
+    }
+
+    /// Gives what is encoded to the channel (unflushed), unless the client has let more than
+    /// `queuedBytesLimit` pile up there: a client that reads nothing while it keeps asking
+    /// would otherwise grow the daemon without bound.
+    private func handOver() {
+        guard let bytes = outgoing else { return }
+        outgoing = nil
         let pending = (try? channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes)) ?? 0
         guard pending <= Self.queuedBytesLimit else {
-            // A client that reads nothing while it keeps asking would otherwise grow without bound.
             channel.close(promise: nil)
             return
         }
-        channel.write(frame, promise: nil)
-        scheduleFlush()
+        channel.write(bytes, promise: nil)
     }
 
     /// One flush, so one `writev`, for everything written to this client in one turn
@@ -87,6 +105,7 @@ final class IPCClientConnection {
         flushScheduled = true
         channel.eventLoop.assumeIsolated().execute { [self] in
             flushScheduled = false
+            handOver()
             channel.flush()
         }
     }

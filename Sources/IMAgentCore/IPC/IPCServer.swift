@@ -85,7 +85,6 @@ final class IPCServer: Sendable {
                         let client = IPCClientConnection(id: nextID.value, peer: peer, policy: policy, channel: channel)
                         let handlers: [ChannelHandler] = [
                             ByteToMessageHandler(IPCServerFrameDecoder(maxPayload: settings.maxPayload, client: client)),
-                            MessageToByteHandler(IPCFrameEncoder()),
                             IPCClientHandler(client: client, daemon: daemon.value, logger: logger),
                         ]
                         try channel.pipeline.syncOperations.addHandlers(handlers)

@@ -86,7 +86,6 @@ extension LinkEngineCore {
                     try channel.pipeline.syncOperations.addHandlers(
                         LinkByteCounter(engine.traffic),
                         ByteToMessageHandler(NegotiatedFrameDecoder(limit: limit)),
-                        MessageToByteHandler(IMLinkFrameEncoder()),
                         LinkFrameCounter(engine.traffic),
                         LinkChannelHandler(attempt: attempt, engine: engine)
                     )

@@ -38,8 +38,9 @@ extension LinkEngineCore {
             return
         }
         if let sendError {
-            channel.write(Frame.error(ErrorFrame(code: sendError)), promise: nil)
+            put(.error(ErrorFrame(code: sendError)), on: channel)
         }
+        handOver()
         channel.flush()
         channel.close(promise: nil)
     }
@@ -52,9 +53,31 @@ extension LinkEngineCore {
 
     func write(_ frame: Frame) {
         guard let channel = connection?.channel else { return }
-        channel.write(frame, promise: nil)
+        put(frame, on: channel)
         scheduleFlush(channel)
         perform(heartbeat.frameSent(now: .now, awaitsReply: frame.awaitsReply))
+    }
+
+    /// IMLink frames are encoded here, into one buffer that goes to the channel at the end of
+    /// the loop's turn (or every `handOverBytes`): one trip through the pipeline per turn, not
+    /// per frame. With MQTT the adapter in the pipeline takes the frames themselves.
+    private func put(_ frame: Frame, on channel: Channel) {
+        traffic.counts.framesOut += 1
+        guard configuration.mqtt == nil else {
+            channel.write(frame, promise: nil)
+            return
+        }
+        if let pending = outgoing, pending.channel !== channel { handOver() }
+        if outgoing == nil { outgoing = (channel, channel.allocator.buffer(capacity: 1024)) }
+        frame.encode(into: &outgoing!.bytes)
+        if outgoing!.bytes.readableBytes >= Self.handOverBytes { handOver() }
+    }
+
+    /// Gives the frames encoded so far to their channel, unflushed.
+    func handOver() {
+        guard let pending = outgoing else { return }
+        outgoing = nil
+        pending.channel.write(pending.bytes, promise: nil)
     }
 
     /// One flush (one `writev`) for every frame written in this turn of the loop:
@@ -64,6 +87,7 @@ extension LinkEngineCore {
         flushScheduled = true
         loop.assumeIsolated().execute { [self] in
             flushScheduled = false
+            handOver()
             channel.flush()
             // A new connection written to in the same turn (not seen so far, but cheap to cover).
             if let current = connection?.channel, current !== channel { current.flush() }

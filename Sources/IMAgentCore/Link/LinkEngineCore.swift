@@ -87,6 +87,10 @@ final class LinkEngineCore {
     var draining = false
     /// A flush of the link's channel is queued on the loop (see `scheduleFlush`).
     var flushScheduled = false
+    /// IMLink frames of this turn, encoded and not yet handed to their channel (see `write`).
+    var outgoing: (channel: Channel, bytes: ByteBuffer)?
+    /// Encoded frames go to the channel in pieces of about this size at most.
+    static let handOverBytes = 16 * 1024
     /// With `protocol = "mqtt"`: what the MQTT adapter keeps between connections.
     let mqttMemory = MQTTLinkMemory()
 

@@ -76,12 +76,11 @@ final class LinkByteCounter: ChannelDuplexHandler {
     }
 }
 
-/// Counts frames, between the codec and the engine's handler.
-final class LinkFrameCounter: ChannelDuplexHandler {
+/// Counts frames in, between the codec and the engine's handler (the engine counts those it
+/// writes: IMLink frames leave it already encoded).
+final class LinkFrameCounter: ChannelInboundHandler {
     typealias InboundIn = Frame
     typealias InboundOut = Frame
-    typealias OutboundIn = Frame
-    typealias OutboundOut = Frame
 
     private let traffic: LinkTraffic
 
@@ -90,10 +89,5 @@ final class LinkFrameCounter: ChannelDuplexHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         traffic.counts.framesIn += 1
         context.fireChannelRead(data)
-    }
-
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        traffic.counts.framesOut += 1
-        context.write(data, promise: promise)
     }
 }

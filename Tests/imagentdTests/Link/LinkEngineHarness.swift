@@ -80,6 +80,11 @@ extension LinkTransition {
         return nil
     }
     var leftConnected: Bool { from.isConnected && !to.isConnected }
+    /// When the backoff this transition armed ends (monotonic seconds, the recorder's clock).
+    var backoffDeadline: Double? {
+        if case .waitingToReconnect(let until) = to { return until.sinceOrigin / .seconds(1) }
+        return nil
+    }
     var isAttemptStart: Bool {
         if case .connecting(.token, _) = to { return true }
         return false

@@ -10,18 +10,12 @@ import Testing
 /// delay after that instant, whatever the draws.
 @Suite struct ServerRestartBoundTests {
     /// The reconnect settings the restart test configures: a short cap, so
-    /// that the bound it checks (the cap plus a handshake on a loaded
-    /// machine) is mostly handshake allowance, not backoff.
+    /// that a few attempts fail while the server is down.
     static let restartReconnect = ReconnectPolicy.Configuration(
         base: .milliseconds(100),
         cap: .milliseconds(250),
         herdSpread: .milliseconds(250)
     )
-    /// What the restart test allows beyond the worst backoff: a loopback
-    /// TCP connect, HELLO and LOGIN (the reference server's first durable
-    /// write included) on a 2-core machine shared by several builds.
-    static let handshakeAllowance = 1.25
-
     @Test func serverClosedThenRefusing_nextAttemptWithinTheCapOfTheServerComingBack() throws {
         let configuration = Self.restartReconnect
         var worstWait = Duration.zero
@@ -54,7 +48,5 @@ import Testing
         #expect(worstFirst <= configuration.herdSpread)
         // The bound is the cap itself: it is reached (within 5 %), never passed.
         #expect(worstWait <= configuration.cap && worstWait >= configuration.cap * 0.95, "\(worstWait)")
-        let bound = configuration.cap / .seconds(1) + Self.handshakeAllowance
-        #expect(bound == 1.5, "the restart test's bound")
     }
 }

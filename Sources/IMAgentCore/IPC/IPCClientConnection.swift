@@ -76,7 +76,7 @@ final class IPCClientConnection {
     }
 
     private func write(_ frame: IPCFrame) {
-        if outgoing == nil { outgoing = channel.allocator.buffer(capacity: Self.handOverBytes) }
+        if outgoing == nil { outgoing = channel.allocator.buffer(capacity: 512) }
         frame.encode(into: &outgoing!)
         if outgoing!.readableBytes >= Self.handOverBytes { handOver() }
         scheduleFlush()

@@ -181,7 +181,21 @@ final class BrokerConnection: Sendable {
         self.collector = collector
     }
 
+    /// Connects to the broker's Unix socket. A non-blocking connect there fails with EAGAIN while the broker's
+    /// accept queue is full (CI saw it on a loaded machine right after start-up): tried again for up to 5 s.
     static func open(_ path: String) async throws -> BrokerConnection {
+        var attempts = 0
+        while true {
+            do {
+                return try await connect(path)
+            } catch let error as IOError where error.errnoCode == EAGAIN && attempts < 50 {
+                attempts += 1
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+    }
+
+    private static func connect(_ path: String) async throws -> BrokerConnection {
         let collector = Collector()
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelInitializer { channel in

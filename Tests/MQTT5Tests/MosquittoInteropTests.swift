@@ -184,15 +184,16 @@ final class BrokerConnection: Sendable {
     /// Connects to the broker's Unix socket. A non-blocking connect there fails with EAGAIN while the broker's
     /// accept queue is full (CI saw it on a loaded machine right after start-up): tried again for up to 5 s.
     static func open(_ path: String) async throws -> BrokerConnection {
-        var attempts = 0
-        while true {
+        let connection = try await poll(within: .seconds(5), every: .milliseconds(100)) { () async throws -> BrokerConnection? in
             do {
                 return try await connect(path)
-            } catch let error as IOError where error.errnoCode == EAGAIN && attempts < 50 {
-                attempts += 1
-                try await Task.sleep(for: .milliseconds(100))
+            } catch let error as IOError where error.errnoCode == EAGAIN {
+                return nil
             }
         }
+        // Still refused after 5 s: one more try reports the broker's own error.
+        if let connection { return connection }
+        return try await connect(path)
     }
 
     private static func connect(_ path: String) async throws -> BrokerConnection {

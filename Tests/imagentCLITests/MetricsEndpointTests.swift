@@ -106,8 +106,15 @@ struct MetricsEndpointTests {
             let session = opened.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
             // The server reads nothing: the ten DATA frames written stay unacknowledged, and are lost with the link.
             _ = await daemon.server.execute(line: "stall on")
+            let framesBefore = try #require(try await PrometheusScrape(url: "http://127.0.0.1:\(port)/metrics").value("imagentd_link_sent_frames_total"))
             let sent = try await daemon.imagent(["send", session, "--lines"], stdin: (1...10).map { "m\($0)\n" }.joined())
             #expect(sent.status == 0, "\(sent.stderr)")
+            // ACCEPTED means stored, not yet written: the link drops only once all ten are on it.
+            let written = try await poll(within: .seconds(10), every: .milliseconds(20)) { () async throws -> Bool? in
+                let framesNow = try await PrometheusScrape(url: "http://127.0.0.1:\(port)/metrics").value("imagentd_link_sent_frames_total") ?? 0
+                return framesNow >= framesBefore + 10 ? true : nil
+            }
+            try #require(written != nil, "the ten DATA frames were never written on the link")
             _ = await daemon.server.execute(line: "drop")
             _ = await daemon.server.execute(line: "stall off")
 

@@ -22,6 +22,7 @@ Usage: echo.py [--host H] [--port P] [--prefix imagent] [--service echo]
 """
 import argparse
 import signal
+import socket
 import sys
 import threading
 
@@ -91,7 +92,13 @@ def main():
         if up is not None:
             client.ack(*up)
 
+    def on_socket_open(client, userdata, sock):
+        # paho leaves Nagle's algorithm on: an answer or a PUBACK then waits for the
+        # broker's delayed ACK (up to 40 ms on Linux). Off, one instance answers twice as fast.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     client.reconnect_delay_set(min_delay=1, max_delay=5)
+    client.on_socket_open = on_socket_open
     client.on_connect = on_connect
     client.on_message = on_message
     client.on_publish = on_publish

@@ -9,8 +9,8 @@ enum Upstream: String, ExpressibleByArgument, CaseIterable, Sendable {
     case mqtt
 }
 
-/// Debian's mosquitto (persistence on, no queue limits) and `examples/mqtt-echo/echo.py`
-/// in the server's namespace; the daemon reaches the broker on `host:1883`.
+/// Debian's mosquitto (persistence on, no queue limits, Nagle off as imagent-mqtt(7) advises)
+/// and `examples/mqtt-echo/echo.py` in the server's namespace; the daemon reaches the broker on `host:1883`.
 ///
 /// mosquitto writes its persistence file only when it shuts down (or at its autosave
 /// interval), so a `kill -9` loses what it had PUBACKed: the server fault is a SIGTERM
@@ -46,6 +46,7 @@ final class MQTTUpstream: @unchecked Sendable {
             persistence true
             persistence_location \(directory)/
             max_queued_messages 0
+            set_tcp_nodelay true
             user root
             log_dest file \(logPath)
             log_type error

@@ -145,7 +145,7 @@ private struct RecordReader {
         self.op = op
         self.request = request
         do {
-            fields = try TLVFields(body: body, known: Set(op.recordTags.map(\.rawValue)))
+            fields = try TLVFields(body: body, known: op.recordTags.map(\.rawValue))
         } catch {
             throw .badRecord(op, request: request, error)
         }

@@ -55,7 +55,7 @@ public enum FrameParser {
     }
 
     private static func controlFrame(_ type: FrameType, session: UInt64, seq: UInt64, body: ByteBuffer) throws(TLVError) -> Frame {
-        let fields = try TLVFields(body: body, known: Set(type.knownTags.map(\.rawValue)))
+        let fields = try TLVFields(body: body, known: type.knownTags.map(\.rawValue))
         let ext = fields.extensions
         switch type {
         case .hello:

@@ -86,29 +86,40 @@ extension ByteBuffer {
 
 /// The records of one body, looked up by tag while a typed message is built.
 ///
-/// Construction checks that no tag in `known` repeats. Each `take…` call
-/// removes the record, checks its size, and converts it; whatever is left
-/// unknown at the end is kept, in order, as `extensions`.
+/// Construction checks that no tag in `known` repeats. Each lookup finds a
+/// record by tag, checks its size and converts it; records with tags not in
+/// `known` are kept, in order, as `extensions`.
+///
+/// `known` is a short list (a frame type's tags): it is searched, not hashed,
+/// and repeats are found with one bit per known tag, so decoding a frame
+/// builds no set (this runs once per frame on the daemon's message path).
 public struct TLVFields {
-    private var records: [TLVRecord]
-    private let known: Set<UInt16>
+    @usableFromInline let records: [TLVRecord]
+    private let known: [UInt16]
 
-    public init(body: ByteBuffer, known: Set<UInt16>) throws(TLVError) {
+    public init(body: ByteBuffer, known: [UInt16]) throws(TLVError) {
+        precondition(known.count <= 64, "at most 64 known tags (one bit each)")
         self.records = try body.tlvRecords()
         self.known = known
-        var seen = Set<UInt16>()
-        for record in records where known.contains(record.tag) {
-            guard seen.insert(record.tag).inserted else { throw .duplicate(tag: record.tag) }
+        var seen: UInt64 = 0
+        for record in records {
+            guard let index = known.firstIndex(of: record.tag) else { continue }
+            let bit: UInt64 = 1 << UInt64(index)
+            guard seen & bit == 0 else { throw .duplicate(tag: record.tag) }
+            seen |= bit
         }
     }
 
     /// Records whose tags were not named as known, in the order they came.
     public var extensions: [TLVRecord] { records.filter { !known.contains($0.tag) } }
 
-    private func value(_ tag: UInt16) -> ByteBuffer? {
+    @usableFromInline func value(_ tag: UInt16) -> ByteBuffer? {
         records.first(where: { $0.tag == tag })?.value
     }
 
+    // Inlinable, so that callers in other modules (the IPC codec) get them
+    // specialized for their integer type instead of generic calls per record.
+    @inlinable
     public func integer<I: FixedWidthInteger>(_ tag: UInt16, as: I.Type = I.self) throws(TLVError) -> I? {
         guard let value = value(tag) else { return nil }
         guard value.readableBytes == MemoryLayout<I>.size, let integer = value.getInteger(at: value.readerIndex, as: I.self) else {
@@ -117,6 +128,7 @@ public struct TLVFields {
         return integer
     }
 
+    @inlinable
     public func requiredInteger<I: FixedWidthInteger>(_ tag: UInt16, as: I.Type = I.self) throws(TLVError) -> I {
         guard let integer = try integer(tag, as: I.self) else { throw .missing(tag: tag) }
         return integer

@@ -68,7 +68,7 @@ extension LinkEngineCore {
             return
         }
         if let pending = outgoing, pending.channel !== channel { handOver() }
-        if outgoing == nil { outgoing = (channel, channel.allocator.buffer(capacity: 1024)) }
+        if outgoing == nil { outgoing = (channel, channel.allocator.buffer(capacity: Self.handOverBytes)) }
         frame.encode(into: &outgoing!.bytes)
         if outgoing!.bytes.readableBytes >= Self.handOverBytes { handOver() }
     }

@@ -75,6 +75,9 @@ struct MQTTLinkAdapter {
     /// The broker's limits once CONNACK accepted us.
     private(set) var limits: BrokerLimits?
 
+    /// Changed in place (`client!.…`), never copied out and written back: a copy
+    /// would share its in-flight table with this one, so the first change would
+    /// copy the whole table, once per packet.
     private var client: ClientSession?
     /// Open sessions and their service.
     private var services: [UInt64: String] = [:]
@@ -207,7 +210,7 @@ struct MQTTLinkAdapter {
     }
 
     private mutating func publish(_ data: DataFrame) -> [Output] {
-        guard let service = services[data.session], var client, client.isConnected else { return [] }
+        guard let service = services[data.session], client?.isConnected == true else { return [] }
         let topic: String
         do {
             topic = try topics.up(service: service, session: data.session)
@@ -223,8 +226,7 @@ struct MQTTLinkAdapter {
             waiting.append((tag, topic, data.body, properties))
             return []
         }
-        let result = client.publish(topic: topic, payload: data.body, properties: properties, tag: tag)
-        self.client = client
+        let result = client!.publish(topic: topic, payload: data.body, properties: properties, tag: tag)
         switch result {
         case .send(let packet):
             return [.packet(packet)]
@@ -242,11 +244,11 @@ struct MQTTLinkAdapter {
 
     /// Sends held PUBLISHes while the broker's Receive Maximum allows.
     private mutating func sendWaiting() -> [Output] {
-        guard var client else { return [] }
+        guard client != nil else { return [] }
         var outputs: [Output] = []
         while waitingHead < waiting.count {
             let next = waiting[waitingHead]
-            let result = client.publish(topic: next.topic, payload: next.payload, properties: next.properties, tag: next.tag)
+            let result = client!.publish(topic: next.topic, payload: next.payload, properties: next.properties, tag: next.tag)
             if case .wouldBlock = result { break }
             waitingHead += 1
             if case .send(let packet) = result { outputs.append(.packet(packet)) }
@@ -255,35 +257,35 @@ struct MQTTLinkAdapter {
             waiting.removeAll(keepingCapacity: waiting.count < 4_096)
             waitingHead = 0
         }
-        self.client = client
         return outputs
     }
 
     private mutating func acknowledge(_ ack: Ack) -> [Output] {
-        guard var pending = unacknowledgedInbound[ack.session], !pending.isEmpty, var client else { return [] }
+        guard client != nil, let count = unacknowledgedInbound[ack.session]?.count, count > 0 else { return [] }
         var outputs: [Output] = []
         var done = 0
-        while done < pending.count, pending[done].seq <= ack.seq {
-            outputs += client.handle(.stored(pending[done].receipt)).flatMap { action -> [Output] in
+        while done < count, let next = unacknowledgedInbound[ack.session]?[done], next.seq <= ack.seq {
+            outputs += client!.handle(.stored(next.receipt)).flatMap { action -> [Output] in
                 if case .send(let packet) = action { return [.packet(packet)] }
                 return []
             }
             done += 1
         }
-        pending.removeFirst(done)
-        unacknowledgedInbound[ack.session] = pending.isEmpty ? nil : pending
-        self.client = client
+        if done == count {
+            unacknowledgedInbound[ack.session] = nil
+        } else {
+            unacknowledgedInbound[ack.session]!.removeFirst(done)
+        }
         return outputs
     }
 
     // MARK: Packets from the broker
 
     private mutating func receiving(_ packet: Packet) -> [Output] {
-        guard var client else {
+        guard client != nil else {
             return [.fail("the broker sent \(packet.type) before CONNECT")]
         }
-        let actions = client.handle(.received(packet))
-        self.client = client
+        let actions = client!.handle(.received(packet))
         return actions.flatMap { perform($0) }
     }
 
@@ -347,12 +349,11 @@ struct MQTTLinkAdapter {
         guard let (service, session) = topics.parseDown(topic), let seq, seq > 0, services[session] == service else {
             // Nobody can take it: acknowledged so that the broker stops sending it, and logged.
             var outputs: [Output] = [.warning("dropping a PUBLISH on \(topic): \(seq == nil ? "no decimal imagent-seq" : "no open session of that service")")]
-            if let receipt, var client {
-                outputs += client.handle(.stored(receipt)).map { action -> Output in
+            if let receipt, client != nil {
+                outputs += client!.handle(.stored(receipt)).map { action -> Output in
                     if case .send(let packet) = action { return .packet(packet) }
                     return .note("\(action)")
                 }
-                self.client = client
             }
             return outputs
         }
@@ -386,9 +387,8 @@ struct MQTTLinkAdapter {
     /// DATA for the sessions; its PUBACK waits for their ACK of `seq`.
     private mutating func forward(session: UInt64, seq: UInt64, payload: ByteBuffer, receipt: ClientSession.Receipt?) -> Output {
         if let receipt {
-            var pending = unacknowledgedInbound[session] ?? []
-            pending.insert((seq, receipt), at: pending.lastIndex { $0.seq <= seq }.map { $0 + 1 } ?? 0)
-            unacknowledgedInbound[session] = pending
+            let index = unacknowledgedInbound[session]?.lastIndex { $0.seq <= seq }.map { $0 + 1 } ?? 0
+            unacknowledgedInbound[session, default: []].insert((seq, receipt), at: index)
         }
         return .frame(.data(DataFrame(session: session, seq: seq, body: payload)))
     }

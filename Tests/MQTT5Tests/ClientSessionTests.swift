@@ -175,6 +175,51 @@ import Testing
         #expect(String(buffer: third.payload) == "3")
     }
 
+    /// The largest window the standard allows, acknowledged in an order of the broker's choosing, then resent
+    /// oldest first into a smaller window: every message reported once, the work per message constant
+    /// (with a scan of the window per PUBACK, as before, this test ran for minutes).
+    @Test func aFullWindowOf65535_acknowledgedOutOfOrder_thenResentOldestFirst() throws {
+        var session = Self.connected([Property(.receiveMaximum, integer: 65_535)])
+        var identifiers: [UInt16] = []
+        for tag in 1...65_535 {
+            let sent = try #require(Self.sentPublish(session.publish(topic: "t", payload: ByteBuffer(), tag: UInt64(tag))))
+            identifiers.append(sent.packetIdentifier)
+        }
+        #expect(session.publish(topic: "t", payload: ByteBuffer(), tag: 65_536) == .wouldBlock)
+        // Every third message, from the newest down: gaps at the front and behind it.
+        var reported: [UInt64] = []
+        for index in stride(from: identifiers.count - 1, through: 0, by: -3) {
+            for action in session.handle(.received(.puback(PublishAck(packetIdentifier: identifiers[index])))) {
+                guard case .published(let tag) = action else { Issue.record("\(action)"); continue }
+                reported.append(tag)
+            }
+        }
+        #expect(reported.count == 21_845 && session.unacknowledgedCount == 43_690)
+
+        _ = session.handle(.connectionLost)
+        _ = session.handle(.connected)
+        var window = session.handle(Self.connack(sessionPresent: true, [Property(.receiveMaximum, integer: 1_000)]))
+            .compactMap { if case .send(.publish(let publish)) = $0 { publish } else { nil } }
+        #expect(window.count == 1_000 && window.allSatisfy(\.dup))
+        var resentOrder: [UInt16] = []
+        while let oldest = window.first {
+            window.removeFirst()
+            resentOrder.append(oldest.packetIdentifier)
+            for action in session.handle(.received(.puback(PublishAck(packetIdentifier: oldest.packetIdentifier)))) {
+                switch action {
+                case .published(let tag): reported.append(tag)
+                case .send(.publish(let publish)): window.append(publish)
+                default: Issue.record("\(action)")
+                }
+            }
+        }
+        let unacknowledged = identifiers.indices.filter { (identifiers.count - 1 - $0) % 3 != 0 }.map { identifiers[$0] }
+        #expect(resentOrder == unacknowledged, "resent oldest first, each once")
+        #expect(reported.sorted() == Array(1...65_535))
+        #expect(session.unacknowledgedCount == 0)
+        #expect(Self.sentPublish(session.publish(topic: "t", payload: ByteBuffer(), tag: 65_536)) != nil)
+    }
+
     @Test func topicAliases_areUsedWhereTheBrokerOffersThem_andResetOnReconnect() throws {
         var session = Self.connected([Property(.topicAliasMaximum, integer: 1)])
         let first = try #require(Self.sentPublish(session.publish(topic: "a", payload: ByteBuffer(), tag: 1)))

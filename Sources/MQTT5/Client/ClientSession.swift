@@ -106,13 +106,6 @@ public struct ClientSession: Sendable {
         case notConnected
     }
 
-    private struct InFlight: Sendable {
-        var tag: UInt64
-        var packetIdentifier: UInt16
-        var publish: Publish
-        var sent: Bool
-    }
-
     private enum Phase: Sendable {
         case disconnected, connecting, connected(BrokerLimits)
     }
@@ -121,7 +114,7 @@ public struct ClientSession: Sendable {
     private var phase = Phase.disconnected
     private var connection: UInt64 = 0
     private var nextPacketIdentifier: UInt16 = 1
-    private var inFlight: [InFlight] = []
+    private var inFlight = InFlightQueue<Publish>()
     private var pendingSubscribe: UInt16?
     private var subscriptionsConfirmed = false
     private var inboundUnacknowledged = Set<UInt16>()
@@ -153,7 +146,7 @@ public struct ClientSession: Sendable {
             return [.send(.connect(connectPacket()))]
         case .connectionLost:
             phase = .disconnected
-            for index in inFlight.indices { inFlight[index].sent = false }
+            inFlight.markAllWaiting()
             if pendingSubscribe != nil { subscriptionsConfirmed = false }
             pendingSubscribe = nil
             inboundUnacknowledged.removeAll()
@@ -175,12 +168,12 @@ public struct ClientSession: Sendable {
     public mutating func publish(topic: String, payload: ByteBuffer, properties: Properties = [], tag: UInt64) -> PublishResult {
         guard case .connected(let limits) = phase else { return .notConnected }
         var publish = Publish(topic: topic, qos: .atLeastOnce, packetIdentifier: 1, properties: properties, payload: payload)
-        if let size = oversize(publish, limits: limits) { return .tooLarge(size: size, limit: limits.maximumPacketSize) }
+        if let size = Self.oversize(publish, limits: limits) { return .tooLarge(size: size, limit: limits.maximumPacketSize) }
         guard limits.maximumQoS >= .atLeastOnce else { return .qosNotSupported }
-        // Held messages fill every free slot (sendWaiting), so a new one never overtakes them.
-        guard sentCount < limits.receiveMaximum else { return .wouldBlock }
+        // Held messages fill every free slot (sendWaiting) and go first: a new one never overtakes them.
+        guard !inFlight.hasWaiting, inFlight.sentCount < limits.receiveMaximum else { return .wouldBlock }
         publish.packetIdentifier = allocatePacketIdentifier()
-        inFlight.append(InFlight(tag: tag, packetIdentifier: publish.packetIdentifier, publish: publish, sent: true))
+        inFlight.appendSent(.init(tag: tag, packetIdentifier: publish.packetIdentifier, message: publish))
         return .send(.publish(aliased(publish, limits: limits)))
     }
 
@@ -228,19 +221,17 @@ public struct ClientSession: Sendable {
         }
         // Unacknowledged messages go again: with DUP and their identifiers when the broker kept the session
         // (§4.4), as new messages when it did not; within the new limits either way.
-        var refused: [Int] = []
-        for index in inFlight.indices {
-            if oversize(inFlight[index].publish, limits: limits) != nil {
-                refused.append(index)
-                actions.append(.publishRefused(tag: inFlight[index].tag, .packetTooLarge))
+        inFlight.updateAll { entry in
+            if Self.oversize(entry.message, limits: limits) != nil {
+                actions.append(.publishRefused(tag: entry.tag, .packetTooLarge))
+                return false
             } else if limits.maximumQoS < .atLeastOnce {
-                refused.append(index)
-                actions.append(.publishRefused(tag: inFlight[index].tag, .qosNotSupported))
-            } else {
-                inFlight[index].publish.dup = connack.sessionPresent
+                actions.append(.publishRefused(tag: entry.tag, .qosNotSupported))
+                return false
             }
+            entry.message.dup = connack.sessionPresent
+            return true
         }
-        for index in refused.reversed() { inFlight.remove(at: index) }
         actions += sendWaiting(limits: limits)
         return actions
     }
@@ -277,10 +268,9 @@ public struct ClientSession: Sendable {
     }
 
     private mutating func pubackReceived(_ ack: PublishAck, limits: BrokerLimits) -> [Action] {
-        guard let index = inFlight.firstIndex(where: { $0.sent && $0.packetIdentifier == ack.packetIdentifier }) else {
+        guard let done = inFlight.removeSent(packetIdentifier: ack.packetIdentifier) else {
             return [.close(.protocolError, because: "PUBACK for packet identifier \(ack.packetIdentifier), which is not in flight")]
         }
-        let done = inFlight.remove(at: index)
         var actions: [Action] = ack.reasonCode.isFailure ? [.publishRefused(tag: done.tag, ack.reasonCode)]
             : ack.reasonCode == .noMatchingSubscribers ? [.publishedWithoutSubscribers(tag: done.tag)]
             : [.published(tag: done.tag)]
@@ -306,23 +296,18 @@ public struct ClientSession: Sendable {
 
     // MARK: Helpers
 
-    private var sentCount: Int { inFlight.reduce(0) { $0 + ($1.sent ? 1 : 0) } }
-
     /// Sends held messages, oldest first, while the broker's Receive Maximum allows.
     private mutating func sendWaiting(limits: BrokerLimits) -> [Action] {
         var actions: [Action] = []
-        var sent = sentCount
-        for index in inFlight.indices where !inFlight[index].sent && sent < limits.receiveMaximum {
-            inFlight[index].sent = true
-            sent += 1
-            actions.append(.send(.publish(aliased(inFlight[index].publish, limits: limits))))
+        while inFlight.sentCount < limits.receiveMaximum, let entry = inFlight.sendNextWaiting() {
+            actions.append(.send(.publish(aliased(entry.message, limits: limits))))
         }
         return actions
     }
 
     /// The packet's size if it is above the broker's Maximum Packet Size, else nil.
     /// Measured in the form without a topic alias, which `aliased` falls back to.
-    private func oversize(_ publish: Publish, limits: BrokerLimits) -> Int? {
+    private static func oversize(_ publish: Publish, limits: BrokerLimits) -> Int? {
         let size = publish.encodedSize
         return size > limits.maximumPacketSize ? size : nil
     }
@@ -344,7 +329,7 @@ public struct ClientSession: Sendable {
     }
 
     private mutating func allocatePacketIdentifier() -> UInt16 {
-        while inFlight.contains(where: { $0.packetIdentifier == nextPacketIdentifier }) || pendingSubscribe == nextPacketIdentifier {
+        while inFlight.contains(packetIdentifier: nextPacketIdentifier) || pendingSubscribe == nextPacketIdentifier {
             nextPacketIdentifier = nextPacketIdentifier == .max ? 1 : nextPacketIdentifier + 1
         }
         let identifier = nextPacketIdentifier

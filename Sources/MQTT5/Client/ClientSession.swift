@@ -171,7 +171,8 @@ public struct ClientSession: Sendable {
         if let size = Self.oversize(publish, limits: limits) { return .tooLarge(size: size, limit: limits.maximumPacketSize) }
         guard limits.maximumQoS >= .atLeastOnce else { return .qosNotSupported }
         // Held messages fill every free slot (sendWaiting) and go first: a new one never overtakes them.
-        guard !inFlight.hasWaiting, inFlight.sentCount < limits.receiveMaximum else { return .wouldBlock }
+        guard !inFlight.hasWaiting, inFlight.sentCount < limits.receiveMaximum, inFlight.count < Self.messageIdentifiers
+        else { return .wouldBlock }
         publish.packetIdentifier = allocatePacketIdentifier()
         inFlight.appendSent(.init(tag: tag, packetIdentifier: publish.packetIdentifier, message: publish))
         return .send(.publish(aliased(publish, limits: limits)))
@@ -295,6 +296,10 @@ public struct ClientSession: Sendable {
     }
 
     // MARK: Helpers
+
+    /// Packet Identifiers held by messages at most: of the 65,535, one stays free for a SUBSCRIBE
+    /// (a broker may allow 65,535 in flight, and after a reconnect all of them wait for its SUBACK).
+    static let messageIdentifiers = Int(UInt16.max) - 1
 
     /// Sends held messages, oldest first, while the broker's Receive Maximum allows.
     private mutating func sendWaiting(limits: BrokerLimits) -> [Action] {

@@ -142,6 +142,22 @@ import Testing
         #expect(adapter.send(.ack(Ack(session: 9, seq: 5))) == [.packet(.puback(PublishAck(packetIdentifier: 3)))])
     }
 
+    /// Several backends answer out of order: each early message waits, in seq order, for those before it;
+    /// one beyond a gap keeps waiting.
+    @Test func down_earlyOnesInAnyOrder_goInSeqOrder_andOneBeyondAGapWaits() throws {
+        var adapter = try Self.connected()
+        _ = adapter.send(.open(Open(session: 9, service: "echo", resumeAfter: 3)))
+        func seqs(_ outputs: [MQTTLinkAdapter.Output]) -> [UInt64] {
+            outputs.compactMap { if case .frame(.data(let data)) = $0 { data.seq } else { nil } }
+        }
+        for (seq, id) in [(7, 1), (9, 2), (5, 3), (6, 4)] as [(UInt64, UInt16)] {
+            #expect(seqs(adapter.received(Self.down(session: 9, seq: seq, id: id))).isEmpty, "seq \(seq) waits for 4")
+        }
+        #expect(seqs(adapter.received(Self.down(session: 9, seq: 4, id: 5))) == [4, 5, 6, 7])
+        #expect(seqs(adapter.received(Self.down(session: 9, seq: 8, id: 6))) == [8, 9])
+        #expect(adapter.send(.ack(Ack(session: 9, seq: 9))).count == 6, "every PUBACK leaves once the sessions took all")
+    }
+
     @Test func down_forNoOpenSession_isAcknowledgedAndDropped_withAWarning() throws {
         var adapter = try Self.connected()
         let outputs = adapter.received(Self.down(session: 77, seq: 1, id: 4))

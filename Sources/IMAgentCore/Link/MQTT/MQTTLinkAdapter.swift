@@ -361,24 +361,22 @@ struct MQTTLinkAdapter {
         if seq > expected {
             // Ahead of its turn: held, unacknowledged, until the seqs before it come.
             guard let receipt else { return [.warning("dropping QoS 0 PUBLISH seq \(seq) of session \(session): \(expected) is due first")] }
-            var waiting = early[session] ?? []
-            waiting.insert((seq, publish.payload, receipt), at: waiting.firstIndex { $0.seq > seq } ?? waiting.endIndex)
-            early[session] = waiting
+            // Changed in place: a copy read out of the dictionary and written back would copy the whole list.
+            let place = early[session].map { $0.firstIndex { $0.seq > seq } ?? $0.endIndex } ?? 0
+            early[session, default: []].insert((seq, publish.payload, receipt), at: place)
             return []
         }
         var outputs = [forward(session: session, seq: seq, payload: publish.payload, receipt: receipt)]
         guard seq == expected else { return outputs }  // a duplicate: the sessions drop it and ACK again
         var next = expected + 1
-        if var waiting = early[session] {
+        if let count = early[session]?.count {
             var taken = 0
-            while taken < waiting.count, waiting[taken].seq <= next {
-                let item = waiting[taken]
+            while taken < count, let item = early[session]?[taken], item.seq <= next {
                 outputs.append(forward(session: session, seq: item.seq, payload: item.payload, receipt: item.receipt))
                 if item.seq == next { next += 1 }
                 taken += 1
             }
-            waiting.removeFirst(taken)
-            early[session] = waiting.isEmpty ? nil : waiting
+            if taken == count { early[session] = nil } else { early[session]?.removeFirst(taken) }
         }
         nextInbound[session] = next
         return outputs

@@ -164,6 +164,17 @@ import Testing
         #expect(outputs.contains(.packet(.puback(PublishAck(packetIdentifier: 4)))))
         #expect(outputs.contains { if case .warning = $0 { true } else { false } })
         #expect(!outputs.contains { if case .frame = $0 { true } else { false } })
+
+        // More on the same topic: each acknowledged, the warning at the 2nd, 4th, 8th… only.
+        var warnings: [String] = []
+        for id in UInt16(5)...11 {
+            let outputs = adapter.received(Self.down(session: 77, seq: 1, id: id))
+            #expect(outputs.contains(.packet(.puback(PublishAck(packetIdentifier: id)))))
+            warnings += outputs.compactMap { if case .warning(let text) = $0 { text } else { nil } }
+        }
+        #expect(warnings.map { $0.hasSuffix("(2 in a row)") || $0.hasSuffix("(4 in a row)") || $0.hasSuffix("(8 in a row)") } == [true, true, true])
+        // Another topic starts again.
+        #expect(adapter.received(Self.down(session: 78, seq: 1, id: 12)).contains { if case .warning = $0 { true } else { false } })
     }
 
     @Test func ping_isPingreq_andPingrespIsItsPong() throws {

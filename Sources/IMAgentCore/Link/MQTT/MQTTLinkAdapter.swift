@@ -93,6 +93,10 @@ struct MQTTLinkAdapter {
     private var nextInbound: [UInt64: UInt64] = [:]
     /// Inbound messages ahead of their turn, per session, in seq order.
     private var early: [UInt64: [(seq: UInt64, payload: ByteBuffer, receipt: ClientSession.Receipt)]] = [:]
+    /// The topic of the last PUBLISH dropped and how many in a row were on it: the warning
+    /// repeats at the 1st, 2nd, 4th, 8th… (echoes for a session closed with messages in
+    /// flight would otherwise fill the journal, one line per message).
+    private var droppedRun: (topic: String, count: Int)?
     /// PINGs sent as PINGREQ, answered in order.
     private var pings: [Ping] = []
     /// The connection is being given up: no PUBACK counts any more (a later ACK would cover the failed message).
@@ -348,7 +352,13 @@ struct MQTTLinkAdapter {
         let seq = publish.properties.userProperties.first { $0.name == Self.seqProperty }.flatMap { UInt64($0.value) }
         guard let (service, session) = topics.parseDown(topic), let seq, seq > 0, services[session] == service else {
             // Nobody can take it: acknowledged so that the broker stops sending it, and logged.
-            var outputs: [Output] = [.warning("dropping a PUBLISH on \(topic): \(seq == nil ? "no decimal imagent-seq" : "no open session of that service")")]
+            let inARow = droppedRun?.topic == topic ? droppedRun!.count + 1 : 1
+            droppedRun = (topic, inARow)
+            var outputs: [Output] = []
+            if inARow & (inARow - 1) == 0 {
+                outputs.append(.warning("dropping a PUBLISH on \(topic): \(seq == nil ? "no decimal imagent-seq" : "no open session of that service")"
+                                        + (inARow > 1 ? " (\(inARow) in a row)" : "")))
+            }
             if let receipt, client != nil {
                 outputs += client!.handle(.stored(receipt)).map { action -> Output in
                     if case .send(let packet) = action { return .packet(packet) }

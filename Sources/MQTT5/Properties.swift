@@ -136,8 +136,8 @@ public struct Properties: Hashable, Sendable, ExpressibleByArrayLiteral {
 
     /// Reads a property list: its length, then properties until that length is used up.
     static func read(from reader: inout PacketReader, in context: PropertyContext) throws(MQTT5Error) -> Properties {
-        let field = "\(context) property length"
-        let length = try reader.variableInteger(field)
+        // Field names are built only for an error: interpolating an enum goes through reflection.
+        let length = try reader.variableInteger("\(context) property length")
         var list = try reader.subReader(length: Int(length), field: "\(context) properties")
         var properties = Properties()
         while list.remaining > 0 {
@@ -152,15 +152,15 @@ public struct Properties: Hashable, Sendable, ExpressibleByArrayLiteral {
         guard raw < 0x80, let identifier = PropertyIdentifier(rawValue: UInt8(raw)), identifier.isAllowed(in: context) else {
             throw .propertyNotAllowed(identifier: raw, in: context)
         }
-        let field = "property \(identifier)"
+        func field() -> String { "property \(identifier)" }
         let value: PropertyValue = switch identifier.dataType {
-        case .byte: .byte(try reader.byte(field))
-        case .twoByteInteger: .twoByteInteger(try reader.uint16(field))
-        case .fourByteInteger: .fourByteInteger(try reader.uint32(field))
-        case .variableByteInteger: .variableByteInteger(try reader.variableInteger(field))
-        case .string: .string(try reader.string(field))
-        case .binary: .binary(try reader.binary(field))
-        case .stringPair: .stringPair(name: try reader.string(field + " name"), value: try reader.string(field + " value"))
+        case .byte: .byte(try reader.byte(field()))
+        case .twoByteInteger: .twoByteInteger(try reader.uint16(field()))
+        case .fourByteInteger: .fourByteInteger(try reader.uint32(field()))
+        case .variableByteInteger: .variableByteInteger(try reader.variableInteger(field()))
+        case .string: .string(try reader.string(field()))
+        case .binary: .binary(try reader.binary(field()))
+        case .stringPair: .stringPair(name: try reader.string(field() + " name"), value: try reader.string(field() + " value"))
         }
         return Property(identifier, value)
     }
@@ -193,17 +193,17 @@ public struct Properties: Hashable, Sendable, ExpressibleByArrayLiteral {
         VariableByteInteger.write(UInt32(size), to: &buffer)
         for property in entries {
             buffer.writeInteger(property.identifier.rawValue)
-            let field = "property \(property.identifier)"
+            func field() -> String { "property \(property.identifier)" }
             switch property.value {
             case .byte(let value): buffer.writeInteger(value)
             case .twoByteInteger(let value): buffer.writeInteger(value)
             case .fourByteInteger(let value): buffer.writeInteger(value)
             case .variableByteInteger(let value): VariableByteInteger.write(value, to: &buffer)
-            case .string(let string): try buffer.writeMQTTString(string, field: field)
-            case .binary(let bytes): try buffer.writeMQTTBinary(bytes, field: field)
+            case .string(let string): try buffer.writeMQTTString(string, field: field())
+            case .binary(let bytes): try buffer.writeMQTTBinary(bytes, field: field())
             case .stringPair(let name, let value):
-                try buffer.writeMQTTString(name, field: field + " name")
-                try buffer.writeMQTTString(value, field: field + " value")
+                try buffer.writeMQTTString(name, field: field() + " name")
+                try buffer.writeMQTTString(value, field: field() + " value")
             }
         }
     }

@@ -15,11 +15,6 @@ final class PathProber {
     private var remote: SocketAddress?
     /// The probe whose result counts; an abandoned one ends at its deadline.
     private var inFlight: Probe.ProbeID?
-    /// The instant last passed on. The engine calls `update` for every frame, and the same
-    /// instant again changes nothing in the probe (it leaves idle only for a new one and
-    /// goes back only when told nil), so it is passed on once, and the socket's address,
-    /// which NIO reads under a lock, is asked for once, not once per frame.
-    private var told: MonotonicInstant?
     /// The path is back: replace the link (the reason is for the log and STATUS).
     var onPathBack: ((String) -> Void)?
 
@@ -31,20 +26,16 @@ final class PathProber {
     /// What the link owes since when (nil: nothing, or the link is down),
     /// and where its socket is connected.
     func update(replyOwedSince: MonotonicInstant?, ackDeadline: Duration, remote: @autoclosure () -> SocketAddress?) {
-        guard replyOwedSince != told else { return }
         guard let replyOwedSince, let address = remote() else {
-            told = nil
             perform(probe.cleared())
             return
         }
-        told = replyOwedSince
         self.remote = address
         perform(probe.replyOwed(since: replyOwedSince, ackDeadline: ackDeadline, now: .now))
     }
 
     /// The engine shuts down.
     func stop() {
-        told = nil
         perform(probe.cleared())
         timer?.cancel()
         timer = nil

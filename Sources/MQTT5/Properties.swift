@@ -117,7 +117,8 @@ public struct Properties: Hashable, Sendable, ExpressibleByArrayLiteral {
     /// Applies the standard's rules for `context`: allowed identifiers, data
     /// types, forbidden values, and which properties may repeat.
     func validate(in context: PropertyContext) throws(MQTT5Error) {
-        var seen = Set<PropertyIdentifier>()
+        // The standard's identifiers run up to 0x2A: one bit each in a word, no set allocated per packet.
+        var seen: UInt64 = 0
         for property in entries {
             let identifier = property.identifier
             guard identifier.isAllowed(in: context), property.value.dataType == identifier.dataType else {
@@ -126,7 +127,9 @@ public struct Properties: Hashable, Sendable, ExpressibleByArrayLiteral {
             if let integer = property.value.integer, !identifier.isValid(integer) {
                 throw .invalidPropertyValue(identifier, value: integer)
             }
-            guard seen.insert(identifier).inserted || identifier.mayRepeat(in: context) else {
+            let bit: UInt64 = 1 << identifier.rawValue
+            defer { seen |= bit }
+            guard seen & bit == 0 || identifier.mayRepeat(in: context) else {
                 throw .duplicateProperty(identifier)
             }
         }

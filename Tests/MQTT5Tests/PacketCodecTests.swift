@@ -106,6 +106,26 @@ import Testing
         #expect(throws: MQTT5Error.duplicateProperty(.subscriptionIdentifier)) { _ = try subscribe.encoded() }
     }
 
+    /// `Properties.validate` finds repeats with one bit per identifier in a 64-bit word.
+    @Test func everyPropertyIdentifier_fitsTheRepeatMask_andEachOneRepeatedIsFoundOrAllowed() throws {
+        #expect(PropertyIdentifier.allCases.allSatisfy { $0.rawValue < 64 })
+        for identifier in PropertyIdentifier.allCases where identifier.isAllowed(in: .publish) && !identifier.mayRepeat(in: .publish) {
+            let value: PropertyValue = switch identifier.dataType {
+            case .byte: .byte(0)
+            case .twoByteInteger: .twoByteInteger(1)
+            case .fourByteInteger: .fourByteInteger(1)
+            case .variableByteInteger: .variableByteInteger(1)
+            case .string: .string("s")
+            case .binary: .binary(ByteBuffer(string: "b"))
+            case .stringPair: .stringPair(name: "n", value: "v")
+            }
+            let twice: Properties = [Property(identifier, value), Property(identifier, value)]
+            #expect(throws: MQTT5Error.duplicateProperty(identifier)) {
+                _ = try Packet.publish(Publish(topic: "t", properties: twice, payload: ByteBuffer())).encoded()
+            }
+        }
+    }
+
     @Test func userProperties_repeatAndKeepTheirOrder() throws {
         let properties: Properties = [.user("k", "1"), .user("k", "2"), .user("a", "")]
         var bytes = try Packet.disconnect(Disconnect(reasonCode: .serverShuttingDown, properties: properties)).encoded()

@@ -33,8 +33,12 @@ import Testing
     @Test func parseDown_acceptsOnlyThisClientsDownTopics() throws {
         let topics = try SessionTopics(prefix: "imagent", clientID: "c")
         #expect(topics.parseDown("imagent/c/echo/42/down").map { "\($0.service) \($0.session)" } == "echo 42")
+        #expect(topics.parseDown("imagent/c/écho/18446744073709551615/down").map { "\($0.service) \($0.session)" }
+                == "écho 18446744073709551615")
         for other in ["imagent/c/echo/42/up", "imagent/d/echo/42/down", "imagent/c/echo/x/down", "imagent/c/echo/042/down",
-                      "imagent/c/echo/0/down", "imagent/c/a/b/42/down", "imagent/c//42/down", "imagent/c/down"] {
+                      "imagent/c/echo/0/down", "imagent/c/a/b/42/down", "imagent/c//42/down", "imagent/c/down",
+                      "imagent/c/echo/+42/down", "imagent/c/echo//down", "imagent/c/echo/42/down/", "imagent/c/echo/42/xdown",
+                      "imagent/c/echo/18446744073709551616/down", "imagent/cc/echo/42/down", "imagent/c/echo/4 2/down"] {
             #expect(topics.parseDown(other) == nil, "\(other)")
         }
     }

@@ -76,6 +76,12 @@ import Testing
             Issue.record("a service that is not one topic level must be refused"); return
         }
         #expect(fail.code == .forbidden)
+        // A service that would make the topic longer than MQTT allows is refused at OPEN, not at its first message.
+        guard case .frame(.openFail(let long)) = adapter.send(.open(Open(session: 11, service: String(repeating: "s", count: 65_530),
+                                                                         resumeAfter: 0))).first else {
+            Issue.record("a topic longer than 65,535 bytes must be refused"); return
+        }
+        #expect(long.code == .forbidden && long.message?.contains("65535") == true)
     }
 
     @Test func data_isQoS1OnUp_withImagentSeq_andPubackIsAck_inOrderWithinReceiveMaximum() throws {

@@ -81,6 +81,8 @@ struct MQTTLinkAdapter {
     private var client: ClientSession?
     /// Open sessions and their service.
     private var services: [UInt64: String] = [:]
+    /// The `up` topic of each open session, built once at OPEN rather than for every message.
+    private var upTopics: [UInt64: String] = [:]
     private var nextTag: UInt64 = 1
     /// PUBLISHes the broker has not acknowledged, by tag.
     private var outbound: [UInt64: (session: UInt64, seq: UInt64)] = [:]
@@ -155,6 +157,7 @@ struct MQTTLinkAdapter {
             return opened(open)
         case .close(let close):
             services[close.session] = nil
+            upTopics[close.session] = nil
             lastAcked[close.session] = nil
             unacknowledgedInbound[close.session] = nil
             nextInbound[close.session] = nil
@@ -200,7 +203,7 @@ struct MQTTLinkAdapter {
 
     private mutating func opened(_ open: Open) -> [Output] {
         do {
-            try SessionTopics.checkService(open.service)
+            upTopics[open.session] = try topics.up(service: open.service, session: open.session)
         } catch {
             return [.frame(.openFail(OpenFail(session: open.session, code: .forbidden, message: "\(error)")))]
         }
@@ -214,13 +217,7 @@ struct MQTTLinkAdapter {
     }
 
     private mutating func publish(_ data: DataFrame) -> [Output] {
-        guard let service = services[data.session], client?.isConnected == true else { return [] }
-        let topic: String
-        do {
-            topic = try topics.up(service: service, session: data.session)
-        } catch {
-            return [.fail("session \(data.session): \(error)")]
-        }
+        guard let topic = upTopics[data.session], client?.isConnected == true else { return [] }
         let tag = nextTag
         nextTag += 1
         outbound[tag] = (data.session, data.seq)

@@ -104,6 +104,13 @@ struct MetricsEndpointTests {
             _ = try await daemon.waitForLink("connected")
             let opened = try await daemon.imagent(["open", "echo", "-q"])
             let session = opened.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            // OPEN returns before the server's OPEN_OK: a server that stalls before it would hold the DATA back
+            // until the next link, where it goes for the first time. Stall once the session is open upstream.
+            let openUpstream = try await poll(within: .seconds(10), every: .milliseconds(20)) { () async throws -> Bool? in
+                let listed = try await daemon.imagent(["sessions", "--json"]).stdout
+                return listed.contains("\"session\":\(session)") && listed.contains("\"state\":\"open\"") ? true : nil
+            }
+            try #require(openUpstream != nil, "the session never became open upstream")
             // The server reads nothing: the ten DATA frames written stay unacknowledged, and are lost with the link.
             _ = await daemon.server.execute(line: "stall on")
             let framesBefore = try #require(try await PrometheusScrape(url: "http://127.0.0.1:\(port)/metrics").value("imagentd_link_sent_frames_total"))

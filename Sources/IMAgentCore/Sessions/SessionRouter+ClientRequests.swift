@@ -45,12 +45,13 @@ extension SessionRouter {
             if session.assignedSeq > session.sentSeq {
                 // SENDs (of a client that went away, usually) are being stored: OPENED follows them.
                 attachesAwaitingStores[id, default: []].append((client.id, request))
-                return finish(actions)
+                return finish(actions + wakeBudgetWaiters())
             }
             actions.append(.reply(client: client.id, request: request, .opened(opened(session))))
             actions += deliver(id)
         }
-        return finish(actions)
+        // The inbound window read before this attach is given back.
+        return finish(actions + wakeBudgetWaiters())
     }
 
     mutating func clientDetach(_ client: SessionClient, request: UInt32, session id: UInt64) -> [SessionAction] {
@@ -66,7 +67,7 @@ extension SessionRouter {
             resetInboundWindow(&session)
             sessions[id] = session
             return finish([.reply(client: client.id, request: request, .ok(.init())),
-                           .watch(SessionChange(.detached, session, reason: "DETACH"))] + dropUnattended(id))
+                           .watch(SessionChange(.detached, session, reason: "DETACH"))] + dropUnattended(id) + wakeBudgetWaiters())
         }
     }
 
@@ -134,23 +135,28 @@ extension SessionRouter {
         if let refusal = refusal(client, id) {
             return [.fail(client: client.id, request: request, refusal.code, refusal.text)]
         }
-        var session = take(id)
-        defer { sessions[id] = session }
-        if let other = session.attachedClient, other != client.id {
+        // Looked at first, changed in place after (see `take`).
+        guard let (attached, receivedSeq, deliveredSeq) = sessions[id].map({ ($0.attachedClient, $0.receivedSeq, $0.deliveredSeq) }) else {
+            preconditionFailure("session \(id) was authorized a moment ago")
+        }
+        if let other = attached, other != client.id {
             return [.fail(client: client.id, request: request, .sessionBusy, "session \(id) is attached to another client")]
         }
-        guard seq <= session.receivedSeq else {
+        guard seq <= receivedSeq else {
             return [.fail(client: client.id, request: request, .badRequest,
-                          "ACK \(seq) is beyond the last message of session \(id) (\(session.receivedSeq))")]
+                          "ACK \(seq) is beyond the last message of session \(id) (\(receivedSeq))")]
         }
         var actions: [SessionAction] = [.reply(client: client.id, request: request, .ok(.init()))]
-        guard seq > session.deliveredSeq else { return actions }
+        guard seq > deliveredSeq else { return actions }
+        var session = take(id)
         // The window starts after `dispatchedSeq`: only an ACK beyond it (of messages
         // the client had from an earlier attach) reaches into it.
+        var freed = false
         while let first = session.inbox.first, first.seq <= seq {
             session.inbox.removeFirst()
             session.inboxWindowBytes -= Session.windowCost(first.payload)
             windowBytes -= Session.windowCost(first.payload)
+            freed = true
         }
         session.deliveredSeq = seq
         session.dispatchedSeq = max(session.dispatchedSeq, seq)
@@ -164,7 +170,8 @@ extension SessionRouter {
             actions.append(.event(client: client.id, .sessionState(.init(session: id, state: session.state))))
             actions.append(.watch(SessionChange(.state, session, reason: "the client caught up")))
         }
-        return actions
+        sessions[id] = session
+        return freed ? actions + wakeBudgetWaiters() : actions
     }
 
     /// A client's connection is gone: its sessions live on, detached.

@@ -104,6 +104,7 @@ extension SessionRouter {
             if added == 0, session.outboxWindow.count < session.outboxStored {
                 // Read again at once, it would find nothing again: wait for the next event instead.
                 return actions + [.log(.warning, "session \(id): the store holds no outbound message after seq \(session.loadedThroughSeq)")]
+                    + wakeBudgetWaiters()
             }
             return actions + transmit(id) + wakeBudgetWaiters()
         }
@@ -181,6 +182,7 @@ extension SessionRouter {
             if session.inbox.isEmpty {
                 // Read again at once, it would find nothing again: wait for the next event instead.
                 return [.log(.warning, "session \(id): the store holds no inbound message after seq \(session.dispatchedSeq)")]
+                    + wakeBudgetWaiters()
             }
             return deliver(id) + wakeBudgetWaiters()
         }

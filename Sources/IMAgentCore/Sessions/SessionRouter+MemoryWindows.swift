@@ -78,8 +78,15 @@ extension SessionRouter {
     }
 
     /// Room freed in the budget: the sessions that waited for it read on, by priority.
+    ///
+    /// Every event that lowers `windowBytes` calls this (a finished read, a delivery, an ACK
+    /// either way, an attach or detach, a message given up, a session closed or refused):
+    /// a waiter has nothing else to wake it, and would keep its queue in the store while
+    /// the link idles. It waits until a quarter of a share is free (or nothing is held), so
+    /// that a full budget freed one ACK at a time does not turn into one read per message.
     mutating func wakeBudgetWaiters() -> [SessionAction] {
-        guard !budgetWaiters.isEmpty, windowBytes < limits.memoryBudgetBytes else { return [] }
+        guard !budgetWaiters.isEmpty,
+              windowBytes == 0 || limits.memoryBudgetBytes - windowBytes >= limits.sessionShareBytes / 4 else { return [] }
         let waiting = budgetWaiters.compactMap { id in sessions[id].map { (priority: $0.priority.rawValue, id: id) } }
             .sorted { ($0.priority, $0.id) < ($1.priority, $1.id) }.map(\.id)
         budgetWaiters.removeAll()

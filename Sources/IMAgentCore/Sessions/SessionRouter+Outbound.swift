@@ -91,8 +91,8 @@ extension SessionRouter {
     mutating func transmit(_ id: UInt64) -> [SessionAction] {
         guard let link, let upstream = sessions[id]?.upstream, upstream == .open else { return [] }
         var session = take(id)
-        defer { sessions[id] = session }
         var actions: [SessionAction] = []
+        let givenUpBefore = session.givenUp
         let now = clock()
         while session.transmittedCount < session.outboxWindow.count {
             if let window = session.sendWindow, session.transmittedCount >= Int(window) { break }
@@ -116,7 +116,9 @@ extension SessionRouter {
             actions.append(.send(.data(DataFrame(session: id, seq: wireSeq, body: message.payload))))
         }
         actions += refillOutbound(&session)
-        return actions
+        let gaveUp = session.givenUp != givenUpBefore
+        sessions[id] = session
+        return gaveUp ? actions + wakeBudgetWaiters() : actions
     }
 
     /// Forgets the outbox entry at `offset` (not on the current link, not held by the server)
@@ -200,7 +202,7 @@ extension SessionRouter {
             if let due { next = min(next ?? due, due) }
         }
         if let next { actions.append(.expireAt(next)) }
-        return actions
+        return actions + wakeBudgetWaiters()
     }
 
     /// The server holds everything up to wire seq `wireSeq`: drop it, record
@@ -278,6 +280,7 @@ extension SessionRouter {
         let after = pending.loadedThroughSeq
         sessions[ok.session] = pending
         return actions + [.locateOutbound(session: ok.session, after: after, count: covered - pending.outboxWindow.count, token: token)]
+            + wakeBudgetWaiters()
     }
 
     /// The session is open upstream: what the server holds is acknowledged, the rest is sent.
@@ -301,7 +304,7 @@ extension SessionRouter {
             actions.append(.watch(change))
         }
         actions += transmit(id)
-        return actions
+        return actions + wakeBudgetWaiters()
     }
 
     mutating func openFail(_ fail: OpenFail) -> [SessionAction] {
@@ -345,7 +348,7 @@ extension SessionRouter {
         guard ack.seq <= lastSent else {
             return [.dropLink(reason: "ACK \(ack.seq) for session \(ack.session) beyond the last DATA sent (\(lastSent))")]
         }
-        return advanceAcked(ack.session, toWire: ack.seq) + transmit(ack.session)
+        return advanceAcked(ack.session, toWire: ack.seq) + transmit(ack.session) + wakeBudgetWaiters()
     }
 
     mutating func windowIn(_ update: WindowUpdate) -> [SessionAction] {

@@ -59,6 +59,63 @@ import Testing
         #expect(live.frames.contains { if case .data(let d) = $0 { d.session == fresh } else { false } })
     }
 
+    /// The stall chaos found: a session whose read waited for room in the budget, while
+    /// other sessions' messages on the link filled it, was never woken when their ACKs
+    /// freed it (only finished reads and deliveries woke waiters). Its window stayed
+    /// empty with its queue in the store and the link idle, until the next link.
+    @Test func aSessionWaitingForTheBudget_readsOnWhenACKsFreeIt() {
+        // 128-byte payloads cost 256 each: four sessions' windows of four fill the budget exactly.
+        var router = makeRouter(Self.budget)
+        let disk = StoredPayloads()
+        let busy = (0..<4).map { router.newSession(service: "busy\($0)") }
+        for id in busy {
+            for seq in 1...4 { _ = router.completing(router.clientSend(alice, request: 7, .init(session: id, payload: bytes(payload(seq, size: 128)))), disk: disk) }
+        }
+        #expect(router.windowBytes == Self.budget.memoryBudgetBytes)
+        let waiting = router.newSession(service: "waiting")
+        for seq in 1...3 { _ = router.completing(router.clientSend(alice, request: 7, .init(session: waiting, payload: bytes(payload(seq)))), disk: disk) }
+        #expect(router.sessions[waiting]?.outboxWindow.isEmpty == true)  // no room: in the store only
+
+        var actions = router.linkEstablished(flow: true)
+        for id in busy + [waiting] { actions += router.received(.openOK(OpenOK(session: id, lastAcked: 0))) }
+        let opened = router.completing(actions, disk: disk)
+        #expect(opened.dataSeqs.count == 16)  // the busy sessions' windows; the waiting one has no room
+        #expect(router.budgetWaiters == [waiting])
+
+        // The server acknowledges everything on the link: the budget is free, the waiting session sends.
+        var sent: [DataFrame] = []
+        for id in busy {
+            let acked = router.completing(router.received(.ack(Ack(session: id, seq: 4))), disk: disk)
+            sent += acked.frames.compactMap { if case .data(let data) = $0, data.session == waiting { data } else { nil } }
+        }
+        #expect(sent.map(\.seq) == [1, 2, 3])
+        #expect(router.budgetWaiters.isEmpty)
+    }
+
+    /// The same for an inbound read: a client attaching while the budget is full gets its
+    /// messages once ACKs free it.
+    @Test func anInboundReadWaitingForTheBudget_readsOnWhenACKsFreeIt() {
+        var router = makeRouter(Self.budget)
+        let disk = StoredPayloads()
+        let busy = (0..<4).map { router.newSession(service: "busy\($0)") }
+        for id in busy {
+            for seq in 1...4 { _ = router.completing(router.clientSend(alice, request: 7, .init(session: id, payload: bytes(payload(seq, size: 128)))), disk: disk) }
+        }
+        let reader = router.newSession(aliceAgain, service: "reader")
+        _ = router.completing(router.clientDetach(aliceAgain, request: 2, session: reader), disk: disk)
+        var actions = router.linkEstablished(flow: true)
+        for id in busy + [reader] { actions += router.received(.openOK(OpenOK(session: id, lastAcked: 0))) }
+        _ = router.completing(actions, disk: disk)
+        for seq in 1...3 { _ = router.data(reader, UInt64(seq), payload(seq), disk: disk) }
+        // The reader attaches while the budget is full: its read waits.
+        let attached = router.completing(router.clientOpen(aliceAgain, request: 3, .init(session: reader)), disk: disk)
+        #expect(attached.delivered.isEmpty)
+        #expect(router.budgetWaiters.contains(reader))
+        var delivered: [UInt64] = []
+        for id in busy { delivered += router.completing(router.received(.ack(Ack(session: id, seq: 4))), disk: disk).delivered }
+        #expect(delivered == [1, 2, 3])
+    }
+
     @Test func inboundForADetachedClient_staysInTheStore_andIsReadBackOnAttach() {
         var router = makeRouter(Self.budget)
         let disk = StoredPayloads()

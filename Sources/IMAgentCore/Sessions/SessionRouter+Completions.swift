@@ -179,7 +179,10 @@ extension SessionRouter {
                 windowBytes += Session.windowCost(message.payload)
             }
             sessions[id] = session
-            if session.inbox.isEmpty {
+            // The client may have acknowledged past this read while it ran (messages it had before
+            // a restart): then what it read is behind the window, or gone, and nothing is amiss.
+            let overtaken = messages.last.map { $0.seq <= session.dispatchedSeq } ?? false
+            if session.inbox.isEmpty, session.dispatchedSeq < session.receivedSeq, !overtaken {
                 // Read again at once, it would find nothing again: wait for the next event instead.
                 return [.log(.warning, "session \(id): the store holds no inbound message after seq \(session.dispatchedSeq)")]
                     + wakeBudgetWaiters()

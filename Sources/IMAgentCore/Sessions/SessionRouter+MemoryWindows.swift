@@ -47,7 +47,8 @@ extension SessionRouter {
             budgetWaiters.insert(session.id)
             return []
         }
-        budgetWaiters.remove(session.id)
+        // Not taken out of `budgetWaiters` here: the session may wait there for its inbound
+        // window too (one set for both), and only a wake-up tells a waiter it is done.
         let reserved = max(room, 0)
         let token = takeToken()
         session.outboundLoad = Session.Load(token: token, reserved: reserved)
@@ -68,8 +69,7 @@ extension SessionRouter {
             budgetWaiters.insert(session.id)
             return []
         }
-        budgetWaiters.remove(session.id)
-        let reserved = max(room, 0)
+        let reserved = max(room, 0)  // (see `refillOutbound` on `budgetWaiters`)
         let token = takeToken()
         session.inboundLoad = Session.Load(token: token, reserved: reserved)
         windowBytes += reserved

@@ -1,0 +1,404 @@
+import AgentIPC
+import IMAgentTestKit
+import IMLink
+import NIOCore
+import NIOEmbedded
+import Testing
+
+@testable import IMAgentCore
+
+/// The router against a seeded world whose every step is a random enabled event: the store
+/// completing writes (in order) and reads (in any order), frames crossing a link that drops,
+/// an echo server, a client that sends, acknowledges, goes away and comes back, and restarts
+/// of the router on what the store holds. Then the faults stop, and everything must arrive
+/// exactly once, in order, with nothing left in memory: a missed wake-up anywhere shows as a
+/// world with nothing left to do and messages still queued.
+@Suite struct SessionRouterRandomTests {
+    @Test func everyMessageEchoedOnce_throughRandomFaults() {
+        for seed in 0..<UInt64(50) {
+            var world = RandomWorld(seed: seed)
+            world.run(chaosSteps: 3_000)
+            world.check()
+        }
+    }
+}
+
+/// Everything outside the router, as plain values.
+private struct RandomWorld {
+    static let sessions = 8
+    static let messages: UInt64 = 40
+    /// A tight budget (two 100-byte messages per session's share), so reads wait for room often.
+    static let limits = SessionLimits(deliveryBatch: 3, memoryBudgetBytes: 2_048, readBatch: 4)
+
+    struct ServerSession {
+        var received: UInt64 = 0
+        var echoes: [ByteBuffer] = []
+        var ackedByDaemon: UInt64 = 0
+        var sentOnLink: UInt64 = 0
+        var open = false
+        var paused = false
+    }
+
+    struct ClientSession {
+        var id: UInt64 = 0
+        var attached = false
+        var accepted: UInt64 = 0
+        var nextToSend: UInt64 = 1
+        var inFlight = 0
+        var lastSeq: UInt64 = 0
+        var ackedSeq: UInt64 = 0
+        var seen: [Bool] = Array(repeating: false, count: Int(RandomWorld.messages) + 1)
+    }
+
+    enum Request {
+        case create(Int)
+        case attach(Int)
+        case send(Int)
+    }
+
+    var random: SplitMix64
+    var router = TestRouter(limits: RandomWorld.limits, random: SplitMix64(seed: 42))
+    let persistence = InMemorySessionPersistence(loop: EmbeddedEventLoop())
+    var awaitingStore: [UInt64: PersistContinuation] = [:]
+    var writes: [(operation: PersistOperation, then: PersistContinuation)] = []
+    var reads: [SessionAction] = []
+    var ackFlushDue = false
+    var linkUp = false
+    var toServer: [Frame] = []
+    var toDaemon: [Frame] = []
+    var server: [UInt64: ServerSession] = [:]
+    var clientID: UInt64?
+    var nextClientID: UInt64 = 100
+    var nextRequest: UInt32 = 1
+    var requests: [UInt32: Request] = [:]
+    var client = Array(repeating: ClientSession(), count: RandomWorld.sessions)
+    var problems: [String] = []
+    let seed: UInt64
+
+    /// The store's outcomes: it calls back within `submit`.
+    let outcomesBox = OutcomeBox()
+    var persistenceTag: UInt64 = 0
+
+    init(seed: UInt64) {
+        self.seed = seed
+        random = SplitMix64(seed: seed)
+        persistence.deliverOutcomes { [outcomesBox] in outcomesBox.outcomes += $0 }
+    }
+
+    // MARK: Running
+
+    mutating func run(chaosSteps: Int) {
+        connectClient()
+        for _ in 0..<chaosSteps { step(faults: true) }
+        if !linkUp { bringLinkUp() }
+        if clientID == nil { connectClient() }
+        var quiet = 0
+        while quiet < 200_000 {
+            quiet += 1
+            if !step(faults: false) { break }
+        }
+    }
+
+    /// One random enabled event; false when none is.
+    @discardableResult
+    mutating func step(faults: Bool) -> Bool {
+        var events: [(weight: Int, run: (inout RandomWorld) -> Void)] = []
+        if !writes.isEmpty { events.append((20, { $0.completeWrite() })) }
+        if !reads.isEmpty { events.append((10, { $0.completeRead() })) }
+        if !toServer.isEmpty { events.append((20, { $0.serverReceives() })) }
+        if !toDaemon.isEmpty { events.append((20, { $0.daemonReceives() })) }
+        if ackFlushDue { events.append((10, { world in world.ackFlushDue = false; world.perform(world.router.flushAcks()) })) }
+        if canSend { events.append((10, { $0.clientSends() })) }
+        if canAck { events.append((faults ? 5 : 30, { $0.clientAcks() })) }
+        if !linkUp, clientID != nil || !faults { events.append((faults ? 3 : 50, { $0.bringLinkUp() })) }
+        if faults {
+            if linkUp { events.append((1, { $0.dropLink() })) }
+            if clientID != nil { events.append((1, { $0.disconnectClient() })) } else { events.append((5, { $0.connectClient() })) }
+            events.append((1, { $0.restartRouter() }))
+        }
+        let total = events.reduce(0) { $0 + $1.weight }
+        guard total > 0 else { return false }
+        var pick = Int(random.next() % UInt64(total))
+        for event in events {
+            if pick < event.weight {
+                event.run(&self)
+                return true
+            }
+            pick -= event.weight
+        }
+        return false
+    }
+
+    // MARK: The store
+
+    mutating func completeWrite() {
+        let write = writes.removeFirst()
+        persistenceTag += 1
+        awaitingStore[persistenceTag] = write.then
+        persistence.submit(write.operation, tag: persistenceTag)
+        for outcome in outcomesBox.take() {
+            guard let then = awaitingStore.removeValue(forKey: outcome.tag) else { continue }
+            perform(router.persisted(then, outcome.result))
+        }
+    }
+    mutating func completeRead() {
+        let read = reads.remove(at: Int(random.next() % UInt64(reads.count)))
+        switch read {
+        case .loadOutbound(let session, let after, let limit, let maxBytes, let token):
+            let result = value(persistence.readOutbound(session: session, after: after, limit: limit, maxBytes: maxBytes))
+            perform(router.outboundLoaded(session: session, token: token, result))
+        case .loadInbound(let session, let after, let limit, let maxBytes, let token):
+            let result = value(persistence.readInbound(session: session, after: after, limit: limit, maxBytes: maxBytes))
+            perform(router.inboundLoaded(session: session, token: token, result))
+        case .locateOutbound(let session, let after, let count, let token):
+            perform(router.outboundLocated(session: session, token: token, value(persistence.outboundSpan(session: session, after: after, count: count))))
+        case .expireOutbound(let session, let after, let now, let limit, let token):
+            let result = value(persistence.giveUpExpiredOutbound(session: session, after: after, nowMS: now, limit: limit))
+            perform(router.outboundExpired(session: session, token: token, result))
+        default:
+            preconditionFailure("not a read: \(read)")
+        }
+    }
+
+    func value<T>(_ future: EventLoopFuture<T>) -> Result<T, SessionPersistenceError> {
+        var result: Result<T, SessionPersistenceError>?
+        future.whenComplete { result = $0.mapError { ($0 as? SessionPersistenceError) ?? .failed("\($0)") } }
+        return result!
+    }
+
+    // MARK: The link and the echo server
+
+    mutating func bringLinkUp() {
+        linkUp = true
+        perform(router.linkEstablished(flow: true))
+    }
+
+    mutating func dropLink() {
+        linkUp = false
+        toServer.removeAll()
+        toDaemon.removeAll()
+        for id in server.keys { server[id]?.open = false }
+        perform(router.linkLost())
+    }
+
+    mutating func daemonReceives() {
+        perform(router.received(toDaemon.removeFirst()))
+    }
+
+    mutating func serverReceives() {
+        let frame = toServer.removeFirst()
+        switch frame {
+        case .open(let open):
+            var session = server[open.session] ?? ServerSession()
+            session.open = true
+            session.paused = open.window == 0
+            session.ackedByDaemon = max(session.ackedByDaemon, open.resumeAfter)
+            session.sentOnLink = session.ackedByDaemon
+            server[open.session] = session
+            toDaemon.append(.openOK(OpenOK(session: open.session, lastAcked: session.received)))
+            serverSendsEchoes(open.session)
+        case .data(let data):
+            guard var session = server[data.session], session.open else { return problem("DATA for a session not open on the server") }
+            if data.seq == session.received + 1 {
+                session.received = data.seq
+                session.echoes.append(data.body)
+            } else if data.seq > session.received {
+                return problem("DATA seq \(data.seq) after \(session.received) for session \(data.session): a gap")
+            }
+            server[data.session] = session
+            toDaemon.append(.ack(Ack(session: data.session, seq: session.received)))
+            serverSendsEchoes(data.session)
+        case .ack(let ack):
+            let acked = max(server[ack.session]?.ackedByDaemon ?? 0, ack.seq)
+            server[ack.session]?.ackedByDaemon = acked
+            serverSendsEchoes(ack.session)
+        case .window(let update):
+            server[update.session]?.paused = update.window == 0
+            serverSendsEchoes(update.session)
+        default:
+            problem("the server got \(frame.type)")
+        }
+    }
+
+    mutating func serverSendsEchoes(_ id: UInt64) {
+        guard var session = server[id], session.open, !session.paused else { return }
+        while session.sentOnLink < UInt64(session.echoes.count), session.sentOnLink - session.ackedByDaemon < UInt64(Session.defaultWindow) {
+            session.sentOnLink += 1
+            toDaemon.append(.data(DataFrame(session: id, seq: session.sentOnLink, body: session.echoes[Int(session.sentOnLink) - 1])))
+        }
+        server[id] = session
+    }
+
+    // MARK: The client
+
+    var canSend: Bool {
+        clientID != nil && client.contains { $0.attached && $0.nextToSend <= Self.messages && $0.inFlight < 4 }
+    }
+
+    var canAck: Bool {
+        clientID != nil && client.contains { $0.attached && $0.lastSeq > $0.ackedSeq }
+    }
+
+    mutating func connectClient() {
+        nextClientID += 1
+        clientID = nextClientID
+        for index in client.indices {
+            client[index].attached = false
+            client[index].inFlight = 0
+            let open = client[index].id == 0 ? IPCMessage.Open(service: "echo\(index)") : IPCMessage.Open(session: client[index].id)
+            request(client[index].id == 0 ? .create(index) : .attach(index)) { world, client, request in
+                world.router.clientOpen(client, request: request, open)
+            }
+        }
+    }
+
+    mutating func disconnectClient() {
+        guard let id = clientID else { return }
+        clientID = nil
+        requests.removeAll()
+        perform(router.clientDisconnected(id))
+    }
+
+    mutating func clientSends() {
+        let ready = client.indices.filter { client[$0].attached && client[$0].nextToSend <= Self.messages && client[$0].inFlight < 4 }
+        let index = ready[Int(random.next() % UInt64(ready.count))]
+        let number = client[index].nextToSend
+        client[index].nextToSend += 1
+        client[index].inFlight += 1
+        let send = IPCMessage.Send(session: client[index].id, payload: Self.payload(session: index, number: number))
+        request(.send(index)) { world, client, request in world.router.clientSend(client, request: request, send) }
+    }
+
+    mutating func clientAcks() {
+        let due = client.indices.filter { client[$0].attached && client[$0].lastSeq > client[$0].ackedSeq }
+        let index = due[Int(random.next() % UInt64(due.count))]
+        client[index].ackedSeq = client[index].lastSeq
+        let (session, seq) = (client[index].id, client[index].lastSeq)
+        guard let id = clientID else { return }
+        nextRequest += 1
+        perform(router.clientAck(SessionClient(id: id, uid: 1000, isAdmin: false), request: nextRequest, session: session, seq: seq))
+    }
+
+    mutating func request(_ kind: Request, _ body: (inout RandomWorld, SessionClient, UInt32) -> [SessionAction]) {
+        guard let id = clientID else { return }
+        nextRequest += 1
+        requests[nextRequest] = kind
+        let actions = body(&self, SessionClient(id: id, uid: 1000, isAdmin: false), nextRequest)
+        perform(actions)
+    }
+
+    mutating func clientGets(_ message: IPCMessage, request: UInt32, from id: UInt64) {
+        guard id == clientID, let kind = requests.removeValue(forKey: request) else { return }
+        switch (kind, message) {
+        case (.create(let index), .opened(let opened)), (.attach(let index), .opened(let opened)):
+            client[index].id = opened.session
+            client[index].attached = true
+            if opened.sentSeq < client[index].accepted { problem("session \(index): OPENED sent \(opened.sentSeq) after \(client[index].accepted) ACCEPTED") }
+            client[index].accepted = opened.sentSeq
+            client[index].nextToSend = opened.sentSeq + 1
+            // An ACK lost with the daemon is given again (`ipc.md`: DELIVERED_SEQ is what it holds).
+            client[index].ackedSeq = opened.deliveredSeq
+        case (.send(let index), .accepted(let accepted)):
+            client[index].inFlight -= 1
+            if accepted.seq <= client[index].accepted { problem("session \(index): ACCEPTED \(accepted.seq) after \(client[index].accepted)") }
+            client[index].accepted = accepted.seq
+        default:
+            problem("unexpected reply \(message) to \(kind)")
+        }
+    }
+
+    mutating func clientReceives(_ messages: [(seq: UInt64, payload: ByteBuffer)], session id: UInt64) {
+        guard let index = client.firstIndex(where: { $0.id == id }) else { return problem("MESSAGE for an unknown session") }
+        for message in messages where message.seq > client[index].lastSeq {
+            if message.seq != client[index].lastSeq + 1 { problem("session \(index): MESSAGE seq \(message.seq) after \(client[index].lastSeq)") }
+            client[index].lastSeq = message.seq
+            guard let number = Self.number(message.payload, session: index) else { return problem("session \(index): corrupt payload") }
+            if client[index].seen[Int(number)] { problem("session \(index): echo \(number) twice") }
+            client[index].seen[Int(number)] = true
+        }
+    }
+
+    static func payload(session: Int, number: UInt64) -> ByteBuffer {
+        let text = "s\(session) n\(number) "
+        return ByteBuffer(string: text + String(repeating: ".", count: 100 - text.utf8.count))
+    }
+
+    static func number(_ payload: ByteBuffer, session: Int) -> UInt64? {
+        let words = String(buffer: payload).split(separator: " ")
+        guard words.count >= 2, words[0] == "s\(session)", words[1].first == "n" else { return nil }
+        return UInt64(words[1].dropFirst()).flatMap { $0 >= 1 && $0 <= messages ? $0 : nil }
+    }
+
+    // MARK: A restart
+
+    /// The process dies: writes not yet done are lost, like the link and the client's connection.
+    mutating func restartRouter() {
+        writes.removeAll()
+        reads.removeAll()
+        ackFlushDue = false
+        linkUp = false
+        toServer.removeAll()
+        toDaemon.removeAll()
+        for id in server.keys { server[id]?.open = false }
+        clientID = nil
+        requests.removeAll()
+        router = TestRouter(limits: Self.limits, random: SplitMix64(seed: 42))
+        switch value(persistence.load()) {
+        case .success(let stored): router.restore(stored)
+        case .failure(let error): problem("the store did not load: \(error)")
+        }
+    }
+
+    // MARK: Performing actions
+
+    mutating func perform(_ actions: [SessionAction]) {
+        var queue = actions[...]
+        while let action = queue.popFirst() {
+            switch action {
+            case .send(let frame): if linkUp { toServer.append(frame) }
+            case .persist(let operation, let then): writes.append((operation, then))
+            case .reply(let client, let request, let message): clientGets(message, request: request, from: client)
+            case .fail(let client, let request, let code, let text):
+                if client == clientID, requests[request] != nil { problem("request failed: \(code) \(text)") }
+            case .deliver(let client, let session, let messages):
+                if client == clientID { clientReceives(messages, session: session) }
+                queue += router.batchWritten(session: session, client: client, writable: true)
+            case .dropLink(let reason): problem("the router dropped the link: \(reason)")
+            case .storeFailed(let reason): problem("store failure: \(reason)")
+            case .loadOutbound, .loadInbound, .locateOutbound, .expireOutbound: reads.append(action)
+            case .scheduleAckFlush: ackFlushDue = true
+            case .log(.warning, let text): problem("warning: \(text)")
+            case .event, .linkReading, .sessionsActive, .watch, .expireAt, .log: break
+            }
+        }
+    }
+
+    mutating func problem(_ text: String) {
+        if problems.count < 10 { problems.append(text) }
+    }
+
+    // MARK: The verdict
+
+    func check() {
+        #expect(problems == [], "seed \(seed)")
+        for (index, session) in client.enumerated() {
+            let missing = (1...Self.messages).filter { !session.seen[Int($0)] }
+            #expect(missing.isEmpty, "seed \(seed): session \(index) never got echoes \(missing.prefix(10))")
+            #expect(server[session.id]?.received == Self.messages, "seed \(seed): session \(index): the server got \(server[session.id]?.received ?? 0)")
+            let stuck = router.sessions[session.id]
+            #expect(stuck?.outboxCount == 0 && stuck?.inboxCount == 0,
+                    "seed \(seed): session \(index) holds outbox \(stuck?.outboxCount ?? -1), inbox \(stuck?.inboxCount ?? -1)")
+        }
+        #expect(router.windowBytes == 0, "seed \(seed)")
+        #expect(router.budgetWaiters.isEmpty, "seed \(seed)")
+    }
+}
+
+/// Where the store's outcomes land (the persistence calls back synchronously).
+private final class OutcomeBox {
+    var outcomes: [PersistOutcome] = []
+    func take() -> [PersistOutcome] {
+        defer { outcomes = [] }
+        return outcomes
+    }
+}

@@ -59,18 +59,25 @@ import Testing
         #expect(live.frames.contains { if case .data(let d) = $0 { d.session == fresh } else { false } })
     }
 
-    /// The stall chaos found: a session whose read waited for room in the budget, while
-    /// other sessions' messages on the link filled it, was never woken when their ACKs
-    /// freed it (only finished reads and deliveries woke waiters). Its window stayed
-    /// empty with its queue in the store and the link idle, until the next link.
-    @Test func aSessionWaitingForTheBudget_readsOnWhenACKsFreeIt() {
-        // 128-byte payloads cost 256 each: four sessions' windows of four fill the budget exactly.
-        var router = makeRouter(Self.budget)
-        let disk = StoredPayloads()
+    /// Four sessions whose windows fill the budget exactly (four 128-byte payloads, 256 each);
+    /// their ids. The link is down: the messages wait in memory for it.
+    func fillTheBudget(_ router: inout TestRouter, disk: StoredPayloads) -> [UInt64] {
         let busy = (0..<4).map { router.newSession(service: "busy\($0)") }
         for id in busy {
             for seq in 1...4 { _ = router.completing(router.clientSend(alice, request: 7, .init(session: id, payload: bytes(payload(seq, size: 128)))), disk: disk) }
         }
+        return busy
+    }
+
+    /// A session whose read waited for room in the budget, while other sessions' messages
+    /// on the link filled it, was never woken when their ACKs freed it (only finished reads
+    /// and deliveries woke waiters): its window stayed empty, its queue in the store and the
+    /// link idle, until the next link. (The stall chaos hit was its sibling, a waiter dropped
+    /// when its other direction's read started: `SessionRouterRandomTests` finds that one.)
+    @Test func aSessionWaitingForTheBudget_readsOnWhenACKsFreeIt() {
+        var router = makeRouter(Self.budget)
+        let disk = StoredPayloads()
+        let busy = fillTheBudget(&router, disk: disk)
         #expect(router.windowBytes == Self.budget.memoryBudgetBytes)
         let waiting = router.newSession(service: "waiting")
         for seq in 1...3 { _ = router.completing(router.clientSend(alice, request: 7, .init(session: waiting, payload: bytes(payload(seq)))), disk: disk) }
@@ -97,10 +104,7 @@ import Testing
     @Test func anInboundReadWaitingForTheBudget_readsOnWhenACKsFreeIt() {
         var router = makeRouter(Self.budget)
         let disk = StoredPayloads()
-        let busy = (0..<4).map { router.newSession(service: "busy\($0)") }
-        for id in busy {
-            for seq in 1...4 { _ = router.completing(router.clientSend(alice, request: 7, .init(session: id, payload: bytes(payload(seq, size: 128)))), disk: disk) }
-        }
+        let busy = fillTheBudget(&router, disk: disk)
         let reader = router.newSession(aliceAgain, service: "reader")
         _ = router.completing(router.clientDetach(aliceAgain, request: 2, session: reader), disk: disk)
         var actions = router.linkEstablished(flow: true)

@@ -77,7 +77,6 @@ extension LinkEngineCore {
                         return try channel.pipeline.syncOperations.addHandlers(
                             LinkByteCounter(engine.traffic),
                             ByteToMessageHandler(MQTT5PacketDecoder(maxPacketSize: Int(maxPacketSize))),
-                            MessageToByteHandler(MQTT5PacketEncoder()),
                             handler,
                             LinkFrameCounter(engine.traffic),
                             LinkChannelHandler(attempt: attempt, engine: engine)

@@ -17,18 +17,28 @@ struct MQTTLinkFailure: Error, CustomStringConvertible {
     var description: String
 }
 
-/// The channel's side of `MQTTLinkAdapter`: below it MQTT packets, above it
-/// the IMLink frames the engine reads and writes. It performs the adapter's
-/// outputs and decides nothing.
+/// The channel's side of `MQTTLinkAdapter`: below it MQTT packets in and bytes
+/// out, above it the IMLink frames the engine reads and writes. It performs the
+/// adapter's outputs and decides nothing.
+///
+/// Packets are encoded here, into one buffer that goes down the pipeline at the
+/// flush (or every `handOverBytes`): one write per turn of the loop, not one
+/// trip through an encoder and a buffer of its own per packet.
 final class MQTTLinkHandler: ChannelDuplexHandler {
     typealias InboundIn = Packet
     typealias InboundOut = Frame
     typealias OutboundIn = Frame
-    typealias OutboundOut = Packet
+    typealias OutboundOut = ByteBuffer
+
+    /// What the buffer of encoded packets may hold before it is written without waiting for the flush.
+    static let handOverBytes = 16 * 1024
 
     private var adapter: MQTTLinkAdapter
     private let memory: MQTTLinkMemory
     private let logger: Logger
+
+    /// Packets encoded since the last hand-over.
+    private var encoded: ByteBuffer?
 
     init(adapter: MQTTLinkAdapter, memory: MQTTLinkMemory, logger: Logger) {
         self.adapter = adapter
@@ -52,9 +62,13 @@ final class MQTTLinkHandler: ChannelDuplexHandler {
     func channelReadComplete(context: ChannelHandlerContext) {
         if flushAfterRead {
             flushAfterRead = false
-            context.flush()
+            flushEncoded(context: context)
         }
         context.fireChannelReadComplete()
+    }
+
+    func flush(context: ChannelHandlerContext) {
+        flushEncoded(context: context)
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
@@ -82,11 +96,11 @@ final class MQTTLinkHandler: ChannelDuplexHandler {
         var wrote = false
         for output in outputs {
             if case .packet(let packet) = output {
-                context.write(wrapOutboundOut(packet), promise: nil)
+                write(packet, context: context)
                 wrote = true
             }
         }
-        if wrote && flush { context.flush() }
+        if wrote && flush { flushEncoded(context: context) }
         for output in outputs {
             switch output {
             case .packet:
@@ -102,5 +116,30 @@ final class MQTTLinkHandler: ChannelDuplexHandler {
             }
         }
         return wrote
+    }
+
+    private func write(_ packet: Packet, context: ChannelHandlerContext) {
+        if encoded == nil { encoded = context.channel.allocator.buffer(capacity: Self.handOverBytes) }
+        do {
+            // The adapter sizes packets to the broker's Maximum Packet Size; this limit is MQTT's own.
+            try packet.encode(into: &encoded!)
+        } catch {
+            // Nothing of the packet stays in the buffer (`encode` rewinds on failure).
+            context.fireErrorCaught(MQTTLinkFailure(description: "cannot encode \(packet.type): \(error)"))
+            return
+        }
+        if encoded!.readableBytes >= Self.handOverBytes { handOver(context: context) }
+    }
+
+    /// Gives the packets encoded so far to the pipeline, unflushed.
+    private func handOver(context: ChannelHandlerContext) {
+        guard let bytes = encoded else { return }
+        encoded = nil
+        context.write(wrapOutboundOut(bytes), promise: nil)
+    }
+
+    private func flushEncoded(context: ChannelHandlerContext) {
+        handOver(context: context)
+        context.flush()
     }
 }

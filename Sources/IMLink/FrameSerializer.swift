@@ -135,13 +135,15 @@ extension DataFrame {
 }
 
 private func writeHeader(into buffer: inout ByteBuffer, type: FrameType, flags: UInt16, session: UInt64, seq: UInt64, length: UInt32) {
-    buffer.writeInteger(FrameHeader.magic)
-    buffer.writeInteger(FrameHeader.version)
-    buffer.writeInteger(type.rawValue)
-    buffer.writeInteger(flags)
-    buffer.writeInteger(UInt16(0))
-    buffer.writeInteger(session)
-    buffer.writeInteger(seq)
-    buffer.writeInteger(length)
-    buffer.writeInteger(UInt32(0))
+    buffer.writeBigEndian(count: FrameHeader.size) { header in
+        header.put(FrameHeader.magic)
+        header.put(FrameHeader.version)
+        header.put(type.rawValue)
+        header.put(flags)
+        header.put(UInt16(0))
+        header.put(session)
+        header.put(seq)
+        header.put(length)
+        header.put(UInt32(0))  // CRC, set once the body is known
+    }
 }

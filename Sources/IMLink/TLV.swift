@@ -57,17 +57,23 @@ extension ByteBuffer {
         return records
     }
 
-    @discardableResult
+    @inlinable @discardableResult
     public mutating func writeTLV(tag: UInt16, value: ByteBuffer) -> Int {
         writeInteger(tag) + writeInteger(UInt32(value.readableBytes)) + writeImmutableBuffer(value)
     }
 
-    @discardableResult
+    @inlinable @discardableResult
     public mutating func writeTLV<I: FixedWidthInteger>(tag: UInt16, integer: I) -> Int {
-        writeInteger(tag) + writeInteger(UInt32(MemoryLayout<I>.size)) + writeInteger(integer)
+        let count = 6 + MemoryLayout<I>.size
+        writeBigEndian(count: count) { record in
+            record.put(tag)
+            record.put(UInt32(MemoryLayout<I>.size))
+            record.put(integer)
+        }
+        return count
     }
 
-    @discardableResult
+    @inlinable @discardableResult
     public mutating func writeTLV(tag: UInt16, string: String) -> Int {
         let start = writerIndex
         writeInteger(tag)
@@ -78,7 +84,7 @@ extension ByteBuffer {
         return writerIndex - start
     }
 
-    @discardableResult
+    @inlinable @discardableResult
     public mutating func writeTLV(tag: UInt16, bytes: some Collection<UInt8>) -> Int {
         writeInteger(tag) + writeInteger(UInt32(bytes.count)) + writeBytes(bytes)
     }

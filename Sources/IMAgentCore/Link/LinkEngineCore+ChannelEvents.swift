@@ -13,13 +13,13 @@ extension LinkEngineCore {
         // Any frame is proof of life; a PING is answered in every phase.
         switch frame {
         case .ping(let ping):
-            perform(heartbeat.frameReceived(now: now))
+            performAfterFrame(heartbeat.frameReceived(now: now))
             write(.pong(ping))
         case .pong(let pong):
             perform(heartbeat.pongReceived(id: pong.id, now: now))
         case .hello, .helloOK, .login, .loginOK, .loginFail, .goaway, .error, .open, .openOK, .openFail, .close,
             .data, .ack, .window:
-            perform(heartbeat.frameReceived(now: now))
+            performAfterFrame(heartbeat.frameReceived(now: now))
         }
 
         switch frame {

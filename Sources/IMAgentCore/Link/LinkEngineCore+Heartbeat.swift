@@ -29,6 +29,23 @@ extension LinkEngineCore {
         }
     }
 
+    /// The heartbeat's answer to a frame in or out (`frameSent`, `frameReceived`): on every
+    /// message, so only what a frame can change is looked at. A frame moves the reply owed
+    /// (the path watch) and may arm the timer; the interval and the RTT samples change with
+    /// PONGs, timers and activity only, which go through `perform`.
+    func performAfterFrame(_ action: Heartbeat.Action) {
+        switch action {
+        case .none:
+            break
+        case .armTimer(let id, let deadline):
+            armHeartbeatTimer(id, deadline: deadline)
+        case .sendPing, .linkDead:
+            perform(action)
+            return
+        }
+        watchPath()
+    }
+
     /// A probe beside the link while it owes a reply past the ACK deadline (`PathProbe`).
     private func watchPath() {
         let owed = machine.phase.isConnected ? heartbeat.replyOwedSince : nil

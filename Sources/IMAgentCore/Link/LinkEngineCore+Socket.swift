@@ -55,7 +55,7 @@ extension LinkEngineCore {
         guard let channel = connection?.channel else { return }
         put(frame, on: channel)
         scheduleFlush(channel)
-        perform(heartbeat.frameSent(now: .now, awaitsReply: frame.awaitsReply))
+        performAfterFrame(heartbeat.frameSent(now: .now, awaitsReply: frame.awaitsReply))
     }
 
     /// IMLink frames are encoded here, into one buffer that goes to the channel at the end of

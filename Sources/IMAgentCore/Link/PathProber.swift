@@ -15,6 +15,9 @@ final class PathProber {
     private var remote: SocketAddress?
     /// The probe whose result counts; an abandoned one ends at its deadline.
     private var inFlight: Probe.ProbeID?
+    /// The last `update`'s reply owed, once acted on (`isWatching`).
+    private var watchedSince: MonotonicInstant?
+    private var isWatching = false
     /// The path is back: replace the link (the reason is for the log and STATUS).
     var onPathBack: ((String) -> Void)?
 
@@ -25,17 +28,25 @@ final class PathProber {
 
     /// What the link owes since when (nil: nothing, or the link is down),
     /// and where its socket is connected.
-    func update(replyOwedSince: MonotonicInstant?, ackDeadline: Duration, remote: @autoclosure () -> SocketAddress?) {
+    func update(replyOwedSince: MonotonicInstant?, ackDeadline: @autoclosure () -> Duration, remote: @autoclosure () -> SocketAddress?) {
+        // Called after every frame in or out: the value of last time again changes nothing in the
+        // probe (it acts on a new one only), and the channel's address is read under a lock.
+        if isWatching, replyOwedSince == watchedSince { return }
         guard let replyOwedSince, let address = remote() else {
+            watchedSince = nil
+            isWatching = replyOwedSince == nil  // without an address yet, ask again next time
             perform(probe.cleared())
             return
         }
+        watchedSince = replyOwedSince
+        isWatching = true
         self.remote = address
-        perform(probe.replyOwed(since: replyOwedSince, ackDeadline: ackDeadline, now: .now))
+        perform(probe.replyOwed(since: replyOwedSince, ackDeadline: ackDeadline(), now: .now))
     }
 
     /// The engine shuts down.
     func stop() {
+        isWatching = false
         perform(probe.cleared())
         timer?.cancel()
         timer = nil

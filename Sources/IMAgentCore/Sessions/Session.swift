@@ -142,7 +142,7 @@ struct Session {
     /// Messages `sentSeq + 1 … assignedSeq` being stored, with the token of
     /// their store request and whether it has completed (they become `sentSeq`
     /// in order only).
-    var storingOut: [UInt64: (payload: ByteBuffer, token: UInt64, stored: Bool, deadlineMS: Int64?)] = [:]
+    var storingOut = StoringMessages(after: 0)
     /// DATA frames the server lets us have unacknowledged; nil without FLOW.
     var sendWindow: UInt32?
 
@@ -150,7 +150,7 @@ struct Session {
     /// The highest seq handed to persistence.
     var storingSeq: UInt64 = 0
     /// Messages `receivedSeq + 1 … storingSeq` being stored (see `storingOut`).
-    var storingIn: [UInt64: (payload: ByteBuffer, token: UInt64, stored: Bool)] = [:]
+    var storingIn = StoringMessages(after: 0)
     /// The highest seq durably stored (RESUME_AFTER).
     var receivedSeq: UInt64 = 0
     /// The highest seq ACKed upstream on the current link.
@@ -184,6 +184,7 @@ struct Session {
         ackedSeq = stored.ackedSeq
         sentSeq = max(stored.sentSeq, stored.ackedSeq)
         assignedSeq = sentSeq
+        storingOut = StoringMessages(after: sentSeq)
         // Whatever was stored may have reached the server before the restart: only its
         // OPEN_OK (LAST_ACKED) says which did not, and only those may expire.
         // Payloads stay in the store: the window reads them when their turn comes.
@@ -201,6 +202,7 @@ struct Session {
         dispatchedSeq = stored.deliveredSeq
         receivedSeq = max(stored.receivedSeq, stored.deliveredSeq)
         storingSeq = receivedSeq
+        storingIn = StoringMessages(after: receivedSeq)
     }
 
     var record: StoredSessionRecord {

@@ -125,7 +125,7 @@ extension SessionRouter {
         let token = takeToken()
         // TTL_MS 0 or absent: forever.
         let deadline = send.ttlMS.flatMap { $0 == 0 ? nil : clock() + Int64($0) }
-        session.storingOut[seq] = (send.payload, token, false, deadline)
+        session.storingOut.append(seq, .init(payload: send.payload, token: token, deadlineMS: deadline))
         session.storingOutBytes += send.payload.readableBytes
         return [.persist(.appendOutbound(session: send.session, seq: seq, payload: send.payload, expiresAtMS: deadline),
                          then: .accepted(client: client.id, request: request, session: send.session, seq: seq, token: token))]

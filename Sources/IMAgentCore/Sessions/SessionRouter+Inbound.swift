@@ -28,7 +28,7 @@ extension SessionRouter {
         }
         session.storingSeq = data.seq
         let token = takeToken()
-        session.storingIn[data.seq] = (data.body, token, false)
+        session.storingIn.append(data.seq, .init(payload: data.body, token: token))
         session.storingInBytes += data.body.readableBytes
         storingInBytes += data.body.readableBytes
         var actions: [SessionAction] = [.persist(.appendInbound(session: data.session, seq: data.seq, payload: data.body),
@@ -49,19 +49,16 @@ extension SessionRouter {
         switch result {
         case .failure(let error):
             // Unstored means unacknowledged: the server resends from RESUME_AFTER on the next link.
-            for later in session.storingIn.keys where later >= seq {
-                let bytes = session.storingIn.removeValue(forKey: later)?.payload.readableBytes ?? 0
-                session.storingInBytes -= bytes
-                storingInBytes -= bytes
-            }
+            let bytes = session.storingIn.removeFrom(seq)
+            session.storingInBytes -= bytes
+            storingInBytes -= bytes
             session.storingSeq = seq - 1
             sessions[id] = session
             // Our disk's failure, not the server's: no ERROR upstream, the link backs off and resumes.
             return [.storeFailed(reason: "session \(id): inbound seq \(seq) not stored: \(error)")] + resumeLinkReading()
         case .success:
-            session.storingIn[seq]?.stored = true
-            while let next = session.storingIn[session.receivedSeq + 1], next.stored {
-                session.storingIn[session.receivedSeq + 1] = nil
+            session.storingIn.markStored(seq)
+            while let next = session.storingIn.popStored() {
                 session.receivedSeq += 1
                 receivedTotal += 1
                 // Kept in the window for a reading client when it follows the window and

@@ -24,21 +24,18 @@ extension SessionRouter {
         switch result {
         case .failure(let error):
             // Later appends of this session fail too (the store's contract): give their seqs back now.
-            for later in session.storingOut.keys where later >= seq {
-                let bytes = session.storingOut.removeValue(forKey: later)?.payload.readableBytes ?? 0
-                session.storingOutBytes -= bytes
-                outboxBytesByUID[session.owner, default: 0] -= bytes
-            }
+            let bytes = session.storingOut.removeFrom(seq)
+            session.storingOutBytes -= bytes
+            outboxBytesByUID[session.owner, default: 0] -= bytes
             session.assignedSeq = seq - 1
             sessions[id] = session
             return [.fail(client: client, request: request, error == .full ? .queueFull : .internal, "message not stored: \(error)")]
                 + releaseAttaches(id)
         case .success:
-            session.storingOut[seq]?.stored = true
+            session.storingOut.markStored(seq)
             var actions: [SessionAction] = []
             // ACCEPTED in seq order, so a client's SEQs arrive increasing.
-            while let next = session.storingOut[session.sentSeq + 1], next.stored {
-                session.storingOut[session.sentSeq + 1] = nil
+            while let next = session.storingOut.popStored() {
                 session.sentSeq += 1
                 acceptedTotal += 1
                 let bytes = next.payload.readableBytes

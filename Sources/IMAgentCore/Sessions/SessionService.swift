@@ -190,10 +190,20 @@ final class SessionService: LinkSessionDelegate {
 
     // MARK: Performing actions
 
+    /// Performs the router's actions in order. Actions of an event that comes while others
+    /// are being performed (a completion of an in-memory store, a delivery's next batch)
+    /// queue behind them. The array is performed as it is, not copied into the queue first:
+    /// this runs for every message.
     private func run(_ actions: [SessionAction]) {
         trimmer.activity()
-        pending.append(contentsOf: actions)
-        performPending()
+        guard !draining else {
+            pending.append(contentsOf: actions)
+            return
+        }
+        draining = true
+        defer { draining = false }
+        for action in actions { perform(action) }
+        while let action = pending.popFirst() { perform(action) }
     }
 
     /// Outcomes of submitted operations (all of one group commit): each goes through the
@@ -204,15 +214,6 @@ final class SessionService: LinkSessionDelegate {
                 preconditionFailure("the store completed operation \(outcome.tag), which was not submitted")
             }
             run(router.persisted(continuation, outcome.result))
-        }
-    }
-
-    private func performPending() {
-        guard !draining else { return }
-        draining = true
-        defer { draining = false }
-        while let action = pending.popFirst() {
-            perform(action)
         }
     }
 

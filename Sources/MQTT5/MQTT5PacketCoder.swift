@@ -20,6 +20,14 @@ public struct MQTT5PacketDecoder: NIOSingleStepByteToMessageDecoder {
     public mutating func decodeLast(buffer: inout ByteBuffer, seenEOF: Bool) throws -> Packet? {
         try decode(buffer: &buffer)
     }
+
+    /// What `NIOSingleStepByteToMessageDecoder` does by default, here so it is specialized: the
+    /// default is generic, and looked up the metadata of `Optional<Packet>` for every frame.
+    public mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
+        guard let decoded = try decode(buffer: &buffer) else { return .needMoreData }
+        context.fireChannelRead(Self.wrapInboundOut(decoded))
+        return .continue
+    }
 }
 
 /// Writes outbound `Packet`s to a channel, refusing one above the broker's

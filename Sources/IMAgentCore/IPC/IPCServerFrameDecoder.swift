@@ -22,4 +22,12 @@ struct IPCServerFrameDecoder: NIOSingleStepByteToMessageDecoder {
     mutating func decodeLast(buffer: inout ByteBuffer, seenEOF: Bool) throws -> IPCFrame? {
         try decode(buffer: &buffer)
     }
+
+    /// What `NIOSingleStepByteToMessageDecoder` does by default, here so it is specialized: the
+    /// default is generic, and looked up the metadata of `Optional<IPCFrame>` for every frame.
+    mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
+        guard let decoded = try decode(buffer: &buffer) else { return .needMoreData }
+        context.fireChannelRead(Self.wrapInboundOut(decoded))
+        return .continue
+    }
 }

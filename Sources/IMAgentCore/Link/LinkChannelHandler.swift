@@ -24,6 +24,14 @@ struct NegotiatedFrameDecoder: NIOSingleStepByteToMessageDecoder {
     mutating func decodeLast(buffer: inout ByteBuffer, seenEOF: Bool) throws -> Frame? {
         try decode(buffer: &buffer)
     }
+
+    /// What `NIOSingleStepByteToMessageDecoder` does by default, here so it is specialized: the
+    /// default is generic, and looked up the metadata of `Optional<Frame>` for every frame.
+    mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
+        guard let decoded = try decode(buffer: &buffer) else { return .needMoreData }
+        context.fireChannelRead(Self.wrapInboundOut(decoded))
+        return .continue
+    }
 }
 
 /// The last handler of a link connection. It only translates channel events

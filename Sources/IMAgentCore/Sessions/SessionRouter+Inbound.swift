@@ -7,11 +7,14 @@ extension SessionRouter {
     // MARK: Inbound
 
     mutating func dataIn(_ data: DataFrame) -> [SessionAction] {
-        guard let upstream = sessions[data.session]?.upstream, upstream == .open || upstream == .opening else {
+        // Taken, not copied to be looked at (see `outboundStored`).
+        guard var session = sessions.removeValue(forKey: data.session) else {
             return [.send(.error(ErrorFrame(session: data.session, code: .unknownSession, message: "session is not open")))]
         }
-        var session = take(data.session)
         defer { sessions[data.session] = session }
+        guard session.upstream == .open || session.upstream == .opening else {
+            return [.send(.error(ErrorFrame(session: data.session, code: .unknownSession, message: "session is not open")))]
+        }
         if data.seq <= session.storingSeq {
             // A duplicate: discard it, but acknowledge again what is stored.
             guard data.seq <= session.receivedSeq, session.receivedSeq > 0 else { return [] }
@@ -42,10 +45,13 @@ extension SessionRouter {
 
     mutating func inboundStored(session id: UInt64, seq: UInt64, token: UInt64,
                                         _ result: Result<Void, SessionPersistenceError>) -> [SessionAction] {
-        guard let entry = sessions[id]?.storingIn[seq], entry.token == token else {
+        guard var session = sessions.removeValue(forKey: id) else {
             return [.log(.debug, "session \(id): inbound seq \(seq) completed after it was given up")]
         }
-        var session = take(id)
+        guard let entry = session.storingIn[seq], entry.token == token else {
+            sessions[id] = session
+            return [.log(.debug, "session \(id): inbound seq \(seq) completed after it was given up")]
+        }
         switch result {
         case .failure(let error):
             // Unstored means unacknowledged: the server resends from RESUME_AFTER on the next link.

@@ -8,11 +8,18 @@ extension SessionRouter {
 
     mutating func outboundStored(client: UInt64, request: UInt32, session id: UInt64, seq: UInt64, token: UInt64,
                                          _ result: Result<Void, SessionPersistenceError>) -> [SessionAction] {
-        guard let entry = sessions[id]?.storingOut[seq], entry.token == token else {
-            // Closed meanwhile, or an earlier failure already gave this seq up.
+        // Taken, not copied to be looked at: a copy retains every buffer of the session.
+        guard var session = sessions.removeValue(forKey: id) else {
             switch result {
-            case .success where sessions[id] == nil:
-                return [.fail(client: client, request: request, .sessionClosed, "session \(id) was closed")]
+            case .success: return [.fail(client: client, request: request, .sessionClosed, "session \(id) was closed")]
+            case .failure(let error):
+                return [.fail(client: client, request: request, error == .full ? .queueFull : .internal, "message not stored: \(error)")]
+            }
+        }
+        guard let entry = session.storingOut[seq], entry.token == token else {
+            sessions[id] = session
+            // An earlier failure already gave this seq up.
+            switch result {
             case .success:
                 return [.fail(client: client, request: request, .internal, "message \(seq) was stored after an earlier one failed"),
                         .log(.warning, "session \(id): store completed seq \(seq) after a failed append")] + releaseAttaches(id)
@@ -20,7 +27,6 @@ extension SessionRouter {
                 return [.fail(client: client, request: request, error == .full ? .queueFull : .internal, "message not stored: \(error)")]
             }
         }
-        var session = take(id)
         switch result {
         case .failure(let error):
             // Later appends of this session fail too (the store's contract): give their seqs back now.
@@ -86,8 +92,11 @@ extension SessionRouter {
     /// A message whose TTL passed, or too large for the server, is given up
     /// here instead: it was never on this link, and OPEN_OK said the server lacks it.
     mutating func transmit(_ id: UInt64) -> [SessionAction] {
-        guard let link, let upstream = sessions[id]?.upstream, upstream == .open else { return [] }
-        var session = take(id)
+        guard let link, var session = sessions.removeValue(forKey: id) else { return [] }
+        guard session.upstream == .open else {
+            sessions[id] = session
+            return []
+        }
         var actions: [SessionAction] = []
         let givenUpBefore = session.givenUp
         let now = clock()

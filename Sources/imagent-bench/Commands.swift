@@ -64,7 +64,8 @@ let benchCommands: [BenchCommand] = [
         """, summary: """
         One workload through imagentd, through two bridged mosquitto brokers (as shipped and tuned)
         and straight to the reference server: msg/s, latency, CPU µs per message of imagentd (of both
-        brokers for mosquitto) per run, ratios. A path that fails prints a FAILED row; the run goes on.
+        brokers for mosquitto) per run, ratios. A path that fails prints a FAILED row; the run goes on
+        (a run in which no message completes for 60 s fails: the far side lost the rest).
         --rows measures only those paths (default all): imagentd (IMLink), bridge (mosquitto bridge),
         mqtt (imagentd over MQTT), direct-mqtt (one MQTT client straight to the upstream broker; CPU is
         that broker's), direct-tcp. --tunings: which bridges run (default both); the first one's

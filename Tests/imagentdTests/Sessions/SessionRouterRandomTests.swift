@@ -161,8 +161,9 @@ private struct RandomWorld {
     }
 
     func value<T>(_ future: EventLoopFuture<T>) -> Result<T, SessionPersistenceError> {
+        // The in-memory store completes on an EmbeddedEventLoop, which runs on this thread.
         var result: Result<T, SessionPersistenceError>?
-        future.whenComplete { result = $0.mapError { ($0 as? SessionPersistenceError) ?? .failed("\($0)") } }
+        future.assumeIsolated().whenComplete { result = $0.mapError { ($0 as? SessionPersistenceError) ?? .failed("\($0)") } }
         return result!
     }
 

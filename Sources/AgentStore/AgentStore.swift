@@ -52,7 +52,8 @@ public final class AgentStore: Sendable {
             try StoreWriter(configuration: configuration, statistics: statistics, observer: observer)
         }.map { writer in
             AgentStore(configuration: configuration,
-                       queue: CommitQueue(writer: writer, pool: pool, maximumBatchOperations: configuration.maximumBatchOperations),
+                       queue: CommitQueue(writer: writer, pool: pool, maximumBatchOperations: configuration.maximumBatchOperations,
+                                          lingerTime: configuration.writerLinger),
                        pool: pool, statistics: statistics)
         }.flatMapError { error in
             let promise = loop.makePromise(of: AgentStore.self)

@@ -1,6 +1,10 @@
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The queue in front of the writer thread: the heart of group commit.
 ///
@@ -11,7 +15,10 @@ import NIOPosix
 /// running commit and become the next batch. Under load, batch size therefore
 /// grows by itself to whatever arrived during one commit (one fsync at
 /// `.power`), and when idle a lone submission is committed at once: there is
-/// no timer and no latency added to wait for company.
+/// no timer and no latency added to wait for company. A drain that finds the
+/// queue empty lingers a moment (`StoreConfiguration.writerLinger`) before its
+/// thread sleeps, so the next submission, often a round trip away, is taken
+/// without waking a sleeping thread.
 ///
 /// ```
 ///  loop ──submit──▶ [pending] ──take all──▶ writer: BEGIN; op; op; …; COMMIT ──▶ complete futures
@@ -58,8 +65,12 @@ final class CommitQueue: Sendable {
 
     private struct State {
         var pending: CircularBuffer<Submission> = []
-        /// A drain is scheduled or running; only it touches the writer.
-        var draining = false
+        /// A drain is scheduled, running or lingering; only it touches the writer.
+        var writerActive = false
+        /// The drain has nothing to commit and polls `wake` for a while before it ends.
+        var lingering = false
+        /// A task at the end of a loop's turn will hand that turn's submissions to the writer.
+        var releaseScheduled = false
         /// `close` was called: refuse new submissions, close the writer after the last drain.
         var closing = false
         var closePromises: [EventLoopPromise<Void>] = []
@@ -72,37 +83,58 @@ final class CommitQueue: Sendable {
     /// Taken by the closing drain, so the database closes on the writer thread.
     private let writer: NIOLockedValueBox<StoreWriter?>
     private let maximumBatchOperations: Int
+    /// How long a drain with nothing left polls for more before its thread sleeps (see `linger`).
+    private let lingerTime: TimeAmount
+    /// Set (under `state`'s lock, while `lingering`) when there is work for the lingering drain.
+    private let wake = Atomic<Bool>(false)
 
-    init(writer: StoreWriter, pool: NIOThreadPool, maximumBatchOperations: Int) {
+    init(writer: StoreWriter, pool: NIOThreadPool, maximumBatchOperations: Int, lingerTime: TimeAmount) {
         self.writer = NIOLockedValueBox(writer)
         self.pool = pool
         self.maximumBatchOperations = maximumBatchOperations
+        self.lingerTime = lingerTime
     }
 
     func submit(_ submission: Submission) {
-        let startDrain = state.withLockedValue { state -> Bool? in
+        let release = state.withLockedValue { state -> Bool? in
             guard !state.closing else { return nil }
             state.pending.append(submission)
-            guard !state.draining else { return false }
-            state.draining = true
+            // A busy writer takes it after its batch; otherwise one release per turn hands it over.
+            guard !(state.writerActive && !state.lingering), !state.releaseScheduled else { return false }
+            state.releaseScheduled = true
             return true
         }
-        switch startDrain {
+        switch release {
         case nil: submission.fail(StoreError.closed)
-        case true?: startDrainAfterThisTurn(of: submission.loop)
+        case true?: releaseAfterThisTurn(of: submission.loop)
         case false?: break
         }
     }
 
-    /// Submitted from its event loop, the drain starts once the loop has handled what it
-    /// read in this turn, so the writer takes everything of the turn as ONE commit (a
-    /// server's ACK and the DATA read with it; a client's burst of SENDs) instead of
+    /// Submitted from its event loop, the writer gets the submission once the loop has
+    /// handled what it read in this turn, so it takes everything of the turn as ONE commit
+    /// (a server's ACK and the DATA read with it; a client's burst of SENDs) instead of
     /// committing the first submission alone and the rest after it. The order of
     /// submissions is unchanged (they are queued at once); a submission from another
-    /// thread starts the drain at once.
-    private func startDrainAfterThisTurn(of loop: EventLoop) {
-        guard loop.inEventLoop else { return scheduleDrain() }
-        loop.execute { self.scheduleDrain() }
+    /// thread is handed over at once.
+    private func releaseAfterThisTurn(of loop: EventLoop) {
+        guard loop.inEventLoop else { return release() }
+        loop.execute { self.release() }
+    }
+
+    /// Hands the queued submissions to the writer: wakes a lingering drain, or starts one.
+    private func release() {
+        let startDrain = state.withLockedValue { state -> Bool in
+            state.releaseScheduled = false
+            if state.writerActive {
+                if state.lingering { wake.store(true, ordering: .releasing) }
+                return false
+            }
+            guard !state.pending.isEmpty else { return false }
+            state.writerActive = true
+            return true
+        }
+        if startDrain { scheduleDrain() }
     }
 
     /// Refuses new submissions, lets every queued one commit, then closes the database.
@@ -111,8 +143,11 @@ final class CommitQueue: Sendable {
             if state.closed { return .alreadyClosed }
             state.closing = true
             state.closePromises.append(promise)
-            guard !state.draining else { return .drainWillClose }
-            state.draining = true
+            if state.writerActive {
+                if state.lingering { wake.store(true, ordering: .releasing) }
+                return .drainWillClose
+            }
+            state.writerActive = true
             return .startDrain
         }
         switch action {
@@ -147,20 +182,24 @@ final class CommitQueue: Sendable {
         }
     }
 
-    /// The writer thread's loop: batch after batch until the queue is empty.
+    /// The writer thread's loop: batch after batch until the queue is empty, then a linger.
     private func drain() {
         while true {
             let next = state.withLockedValue { state -> DrainStep in
                 if state.pending.isEmpty {
                     if state.closing, !state.closed {
                         state.closed = true
-                        state.draining = false
+                        state.writerActive = false
                         let promises = state.closePromises
                         state.closePromises = []
                         return .close(promises)
                     }
-                    state.draining = false
-                    return .idle
+                    guard lingerTime > .zero else {
+                        state.writerActive = false
+                        return .idle
+                    }
+                    state.lingering = true
+                    return .linger
                 }
                 var batch: [Submission] = []
                 var operations = 0
@@ -175,6 +214,8 @@ final class CommitQueue: Sendable {
             switch next {
             case .idle:
                 return
+            case .linger:
+                guard linger() else { return }
             case .close(let promises):
                 // Dropping the last reference closes the connection (sqlite3_close_v2) here, on the writer thread.
                 writer.withLockedValue { $0 = nil }
@@ -191,8 +232,31 @@ final class CommitQueue: Sendable {
         }
     }
 
+    /// Waits up to `lingerTime` for a release, yielding the CPU between looks; true when one
+    /// came (the drain goes on), false when the drain ends. Waking a writer that sleeps costs
+    /// a futex wake and, on a virtual machine whose CPU went idle, about 45 µs before it runs
+    /// (BENCHMARKS.md, "The writer lingers"); a request/response exchange commits twice per
+    /// round trip, each time shortly after the last commit, so the writer that is still
+    /// looking takes the next one at once. An idle daemon pays nothing: the linger follows a
+    /// commit only.
+    private func linger() -> Bool {
+        let deadline = NIODeadline.now() + lingerTime
+        while !wake.load(ordering: .acquiring), NIODeadline.now() < deadline {
+            sched_yield()
+        }
+        return state.withLockedValue { state in
+            state.lingering = false
+            // Set only under this lock while lingering, so a release never goes unseen; work
+            // with no release on its way (none should be) is taken rather than left behind.
+            if wake.exchange(false, ordering: .acquiring) || (!state.pending.isEmpty && !state.releaseScheduled) { return true }
+            state.writerActive = false
+            return false
+        }
+    }
+
     private enum DrainStep {
         case idle
+        case linger
         case commit([Submission])
         case close([EventLoopPromise<Void>])
     }
@@ -239,7 +303,8 @@ final class CommitQueue: Sendable {
         let (pending, closers) = state.withLockedValue { state in
             let pending = Array(state.pending)
             state.pending.removeAll()
-            state.draining = false
+            state.writerActive = false
+            state.lingering = false
             state.closed = true
             let closers = state.closePromises
             state.closePromises = []

@@ -1,3 +1,4 @@
+import NIOCore
 import SQLiteDatabase
 
 /// How much of the recent past a commit survives.
@@ -51,17 +52,28 @@ public struct StoreConfiguration: Sendable, Hashable {
     /// message) doubled imagentd's RssAnon while queued and after a restart in QueueMemoryTests,
     /// so the default stays at SQLite's 2 MiB and memory stays flat first.
     public var pageCacheBytes: Int
+    /// How long the writer thread keeps looking for more work after a commit before it sleeps
+    /// (zero: it sleeps at once). A request and its answer are committed one after the other,
+    /// each about a link round trip after the last; a writer still looking takes the next at
+    /// once instead of being woken, which on a virtual machine saves tens of µs per commit.
+    /// It yields the CPU between looks, and an idle daemon never lingers.
+    public var writerLinger: TimeAmount
+
+    /// The default `writerLinger`.
+    public static let defaultWriterLinger = TimeAmount.microseconds(250)
 
     /// The default `pageCacheBytes`.
     public static let defaultPageCacheBytes = 2 << 20
 
     public init(path: String, durability: Durability = .process, maximumSizeBytes: Int? = nil,
-                maximumBatchOperations: Int = 8192, pageCacheBytes: Int = StoreConfiguration.defaultPageCacheBytes) {
+                maximumBatchOperations: Int = 8192, pageCacheBytes: Int = StoreConfiguration.defaultPageCacheBytes,
+                writerLinger: TimeAmount = StoreConfiguration.defaultWriterLinger) {
         precondition(maximumBatchOperations > 0, "a batch must take at least one operation")
         self.path = path
         self.durability = durability
         self.maximumSizeBytes = maximumSizeBytes
         self.maximumBatchOperations = maximumBatchOperations
         self.pageCacheBytes = pageCacheBytes
+        self.writerLinger = writerLinger
     }
 }

@@ -26,11 +26,13 @@ let testLoop: EventLoop = MultiThreadedEventLoopGroup.singleton.next()
 
 /// Opens a store in a fresh temporary directory, runs `body`, closes the store and removes the files.
 func withStore<T>(durability: Durability = .process, maximumSizeBytes: Int? = nil,
+                  writerLinger: TimeAmount = StoreConfiguration.defaultWriterLinger,
                   _ body: (AgentStore, TemporaryDirectory) async throws -> T) async throws -> T {
     let directory = try TemporaryDirectory()
     defer { directory.remove() }
     let store = try await AgentStore.open(
-        StoreConfiguration(path: directory.databasePath, durability: durability, maximumSizeBytes: maximumSizeBytes),
+        StoreConfiguration(path: directory.databasePath, durability: durability, maximumSizeBytes: maximumSizeBytes,
+                           writerLinger: writerLinger),
         on: testLoop).get()
     do {
         let result = try await body(store, directory)

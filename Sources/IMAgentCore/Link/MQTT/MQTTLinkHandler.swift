@@ -51,15 +51,21 @@ final class MQTTLinkHandler: ChannelDuplexHandler {
     /// places for as many held PUBLISHes, and they leave in one write, not one each.
     private var flushAfterRead = false
 
+    /// The ACKs of this read, the last one per session (ACK is cumulative), handed to the engine
+    /// when the read is done or before any other frame: a burst of PUBACKs (one per message)
+    /// reaches the sessions and the store as one acknowledgement per session.
+    private var heldAcks: [Ack] = []
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let outputs = adapter.received(unwrapInboundIn(data))
         memory.maxBody = adapter.maxBody
         // What ends the link (a DISCONNECT with its reason first) leaves at once, before the engine closes.
         let now = outputs.contains(where: \.endsLink)
-        if perform(outputs, context: context, flush: now) && !now { flushAfterRead = true }
+        if perform(outputs, context: context, flush: now, holdingAcks: true) && !now { flushAfterRead = true }
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
+        releaseAcks(context: context)
         if flushAfterRead {
             flushAfterRead = false
             flushEncoded(context: context)
@@ -84,6 +90,7 @@ final class MQTTLinkHandler: ChannelDuplexHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        releaseAcks(context: context)
         memory.lastAcked = adapter.lastAcked
         memory.noSubscriberStreak = adapter.noSubscriberStreak
         context.fireChannelInactive()
@@ -92,7 +99,8 @@ final class MQTTLinkHandler: ChannelDuplexHandler {
     /// Packets first (a SUBSCRIBE goes before the OPENs that LOGIN_OK sets off), then frames, in order.
     /// Whether it wrote a packet.
     @discardableResult
-    private func perform(_ outputs: [MQTTLinkAdapter.Output], context: ChannelHandlerContext, flush: Bool) -> Bool {
+    private func perform(_ outputs: [MQTTLinkAdapter.Output], context: ChannelHandlerContext, flush: Bool,
+                         holdingAcks: Bool = false) -> Bool {
         var wrote = false
         for output in outputs {
             if case .packet(let packet) = output {
@@ -105,9 +113,13 @@ final class MQTTLinkHandler: ChannelDuplexHandler {
             switch output {
             case .packet:
                 break
+            case .frame(.ack(let ack)) where holdingAcks:
+                hold(ack)
             case .frame(let frame):
+                releaseAcks(context: context)
                 context.fireChannelRead(wrapInboundOut(frame))
             case .fail(let reason):
+                releaseAcks(context: context)
                 context.fireErrorCaught(MQTTLinkFailure(description: reason))
             case .note(let text):
                 logger.debug("mqtt: \(text)")
@@ -116,6 +128,23 @@ final class MQTTLinkHandler: ChannelDuplexHandler {
             }
         }
         return wrote
+    }
+
+    /// Keeps `ack` in place of an earlier one of its session (seqs only grow: PUBACKs come in
+    /// the order of the PUBLISHes).
+    private func hold(_ ack: Ack) {
+        if let index = heldAcks.lastIndex(where: { $0.session == ack.session }) {
+            heldAcks[index] = ack
+        } else {
+            heldAcks.append(ack)
+        }
+    }
+
+    private func releaseAcks(context: ChannelHandlerContext) {
+        guard !heldAcks.isEmpty else { return }
+        let acks = heldAcks
+        heldAcks.removeAll(keepingCapacity: true)
+        for ack in acks { context.fireChannelRead(wrapInboundOut(Frame.ack(ack))) }
     }
 
     private func write(_ packet: Packet, context: ChannelHandlerContext) {

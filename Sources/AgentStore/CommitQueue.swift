@@ -239,10 +239,17 @@ final class CommitQueue: Sendable {
     /// round trip, each time shortly after the last commit, so the writer that is still
     /// looking takes the next one at once. An idle daemon pays nothing: the linger follows a
     /// commit only.
+    ///
+    /// A yield that took longer than `busyYield` gave the processor to another thread: the
+    /// machine has work for it, and the writer stops looking and sleeps.
     private func linger() -> Bool {
-        let deadline = NIODeadline.now() + lingerTime
-        while !wake.load(ordering: .acquiring), NIODeadline.now() < deadline {
+        var now = NIODeadline.now()
+        let deadline = now + lingerTime
+        while !wake.load(ordering: .acquiring), now < deadline {
             sched_yield()
+            let before = now
+            now = NIODeadline.now()
+            if now - before > Self.busyYield { break }
         }
         return state.withLockedValue { state in
             state.lingering = false
@@ -253,6 +260,8 @@ final class CommitQueue: Sendable {
             return false
         }
     }
+
+    private static let busyYield = TimeAmount.microseconds(50)
 
     private enum DrainStep {
         case idle

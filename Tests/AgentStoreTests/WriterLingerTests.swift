@@ -5,13 +5,17 @@ import Testing
 /// The writer thread looks for more work for a while after each commit
 /// (`StoreConfiguration.writerLinger`). These tests use lingers far longer than
 /// any commit, so a submission that waited for the linger to end would show.
-@Suite("Writer linger")
+/// One at a time: a lingering writer keeps a processor busy until its store closes
+/// (or another thread wants that processor).
+@Suite("Writer linger", .serialized)
 struct WriterLingerTests {
-    /// Well under the lingers below: a submission taken by the lingering writer completes within it.
-    static let promptly = Duration.seconds(3)
+    /// Well under the lingers below: a submission taken by the lingering writer completes within
+    /// it. Generous: under the whole suite on two cores one commit of the store's tests can take seconds.
+    static let promptly = Duration.seconds(30)
+    static let long = TimeAmount.seconds(120)
 
     @Test func aSubmissionWhileTheWriterLingers_commitsAtOnce() async throws {
-        try await withStore(writerLinger: .seconds(20)) { store, _ in
+        try await withStore(writerLinger: Self.long) { store, _ in
             let session = try await store.newSession()  // a commit: the writer lingers now
             for seq in 1...5 as ClosedRange<UInt64> {
                 let start = ContinuousClock.now
@@ -23,7 +27,7 @@ struct WriterLingerTests {
     }
 
     @Test func submissionsOfOneLoopTurn_whileTheWriterLingers_commitAsOneTransaction() async throws {
-        try await withStore(writerLinger: .seconds(20)) { store, _ in
+        try await withStore(writerLinger: Self.long) { store, _ in
             let session = try await store.newSession()
             let before = store.statistics.commits
             let futures = try await testLoop.submit {
@@ -37,7 +41,7 @@ struct WriterLingerTests {
     }
 
     @Test func aSubmissionFromAnotherThread_wakesTheLingeringWriter() async throws {
-        try await withStore(writerLinger: .seconds(20)) { store, _ in
+        try await withStore(writerLinger: Self.long) { store, _ in
             let session = try await store.newSession()
             // Submitted from this task's thread, not the loop: handed over at once.
             let start = ContinuousClock.now
@@ -62,7 +66,7 @@ struct WriterLingerTests {
     @Test func closingWhileTheWriterLingers_closesAtOnce() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
-        let store = try await AgentStore.open(StoreConfiguration(path: directory.databasePath, writerLinger: .seconds(60)),
+        let store = try await AgentStore.open(StoreConfiguration(path: directory.databasePath, writerLinger: Self.long),
                                               on: testLoop).get()
         _ = try await store.newSession()
         let start = ContinuousClock.now

@@ -56,16 +56,9 @@ struct GroupCommitTests {
     @Test func submissionsOfOneLoopTurn_commitAsOneTransaction() async throws {
         try await withStore { store, _ in
             let session = try await store.newSession()
-            let before = store.statistics.commits
             // As the daemon does when one read brings a server's ACK and the echoed DATA:
             // several submissions from the loop in one turn. The first must not commit alone.
-            let futures = try await testLoop.submit {
-                (1...3 as ClosedRange<UInt64>).map { seq in
-                    store.appendOutbound(session: session.id, seq: seq, payload: bytes("x"), on: testLoop)
-                }
-            }.get()
-            for future in futures { try await future.get() }
-            #expect(store.statistics.commits - before == 1)
+            #expect(try await commitsOfAppendsInOneLoopTurn(store, session: session.id, seqs: 1...3) == 1)
             #expect(try await store.session(session.id, on: testLoop).get()?.sentSeq == 3)
         }
     }

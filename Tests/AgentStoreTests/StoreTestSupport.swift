@@ -75,6 +75,17 @@ extension AgentStore {
 }
 
 /// Submits every operation as its own submission at once, and waits for all of them.
+/// Appends `seqs` to `session` from the test loop in one turn, waits for them, and returns how
+/// many transactions committed meanwhile.
+func commitsOfAppendsInOneLoopTurn(_ store: AgentStore, session: UInt64, seqs: ClosedRange<UInt64>) async throws -> Int {
+    let before = store.statistics.commits
+    let futures = try await testLoop.submit {
+        seqs.map { seq in store.appendOutbound(session: session, seq: seq, payload: bytes("x"), on: testLoop) }
+    }.get()
+    for future in futures { try await future.get() }
+    return store.statistics.commits - before
+}
+
 func submitAll(_ store: AgentStore, _ operations: [StoreOperation]) async throws {
     let futures = operations.map { store.perform([$0], on: testLoop) }
     try await EventLoopFuture.andAllSucceed(futures, on: testLoop).get()

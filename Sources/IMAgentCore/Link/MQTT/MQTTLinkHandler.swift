@@ -142,9 +142,13 @@ final class MQTTLinkHandler: ChannelDuplexHandler {
 
     private func releaseAcks(context: ChannelHandlerContext) {
         guard !heldAcks.isEmpty else { return }
-        let acks = heldAcks
-        heldAcks.removeAll(keepingCapacity: true)
+        var acks: [Ack] = []
+        swap(&acks, &heldAcks)  // taken out first: firing may reach this handler again
         for ack in acks { context.fireChannelRead(wrapInboundOut(Frame.ack(ack))) }
+        if heldAcks.isEmpty {
+            acks.removeAll(keepingCapacity: true)
+            heldAcks = acks
+        }
     }
 
     private func write(_ packet: Packet, context: ChannelHandlerContext) {

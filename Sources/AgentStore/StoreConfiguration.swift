@@ -56,7 +56,8 @@ public struct StoreConfiguration: Sendable, Hashable {
     /// (zero: it sleeps at once). A request and its answer are committed one after the other,
     /// each about a link round trip after the last; a writer still looking takes the next at
     /// once instead of being woken, which on a virtual machine saves tens of µs per commit.
-    /// It yields the CPU between looks, and an idle daemon never lingers.
+    /// It yields the CPU between looks and stops as soon as another thread wants that processor;
+    /// an idle daemon never lingers.
     public var writerLinger: TimeAmount
 
     /// The default `writerLinger`.

@@ -9,7 +9,7 @@ import Testing
 
 /// The channel side of the MQTT adapter: what reaches the engine from one read of the broker.
 @Suite struct MQTTLinkHandlerTests {
-    /// A handler whose adapter is connected (Receive Maximum 100) with session 9 open, the OPEN_OK read.
+    /// A handler whose adapter is connected (Receive Maximum 100) with sessions 9 and 10 open.
     static func channel() throws -> EmbeddedChannel {
         var adapter = try MQTTLinkAdapterTests.connected()
         _ = adapter.send(.open(Open(session: 9, service: "echo", resumeAfter: 0)))

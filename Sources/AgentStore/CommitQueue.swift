@@ -63,12 +63,19 @@ final class CommitQueue: Sendable {
         case sink(EventLoop, any StoreCompletionSink, tag: UInt64)
     }
 
+    /// Whether a drain runs; only a drain (scheduled, committing or lingering) touches the writer.
+    private enum DrainState {
+        /// No drain: the next release starts one.
+        case idle
+        /// A drain is scheduled or committing, and takes what is queued after its batch.
+        case committing
+        /// The drain has nothing to commit and polls `wake` for a while before it ends.
+        case lingering
+    }
+
     private struct State {
         var pending: CircularBuffer<Submission> = []
-        /// A drain is scheduled, running or lingering; only it touches the writer.
-        var writerActive = false
-        /// The drain has nothing to commit and polls `wake` for a while before it ends.
-        var lingering = false
+        var drain = DrainState.idle
         /// A task at the end of a loop's turn will hand that turn's submissions to the writer.
         var releaseScheduled = false
         /// `close` was called: refuse new submissions, close the writer after the last drain.
@@ -85,7 +92,7 @@ final class CommitQueue: Sendable {
     private let maximumBatchOperations: Int
     /// How long a drain with nothing left polls for more before its thread sleeps (see `linger`).
     private let lingerTime: TimeAmount
-    /// Set (under `state`'s lock, while `lingering`) when there is work for the lingering drain.
+    /// Set (under `state`'s lock, while the drain is `.lingering`) when there is work for the lingering drain.
     private let wake = Atomic<Bool>(false)
 
     init(writer: StoreWriter, pool: NIOThreadPool, maximumBatchOperations: Int, lingerTime: TimeAmount) {
@@ -100,7 +107,7 @@ final class CommitQueue: Sendable {
             guard !state.closing else { return nil }
             state.pending.append(submission)
             // A busy writer takes it after its batch; otherwise one release per turn hands it over.
-            guard !(state.writerActive && !state.lingering), !state.releaseScheduled else { return false }
+            guard state.drain != .committing, !state.releaseScheduled else { return false }
             state.releaseScheduled = true
             return true
         }
@@ -126,13 +133,17 @@ final class CommitQueue: Sendable {
     private func release() {
         let startDrain = state.withLockedValue { state -> Bool in
             state.releaseScheduled = false
-            if state.writerActive {
-                if state.lingering { wake.store(true, ordering: .releasing) }
+            switch state.drain {
+            case .committing:
                 return false
+            case .lingering:
+                wake.store(true, ordering: .releasing)
+                return false
+            case .idle:
+                guard !state.pending.isEmpty else { return false }
+                state.drain = .committing
+                return true
             }
-            guard !state.pending.isEmpty else { return false }
-            state.writerActive = true
-            return true
         }
         if startDrain { scheduleDrain() }
     }
@@ -143,12 +154,16 @@ final class CommitQueue: Sendable {
             if state.closed { return .alreadyClosed }
             state.closing = true
             state.closePromises.append(promise)
-            if state.writerActive {
-                if state.lingering { wake.store(true, ordering: .releasing) }
+            switch state.drain {
+            case .committing:
                 return .drainWillClose
+            case .lingering:
+                wake.store(true, ordering: .releasing)
+                return .drainWillClose
+            case .idle:
+                state.drain = .committing
+                return .startDrain
             }
-            state.writerActive = true
-            return .startDrain
         }
         switch action {
         case .alreadyClosed: promise.succeed(())
@@ -189,16 +204,16 @@ final class CommitQueue: Sendable {
                 if state.pending.isEmpty {
                     if state.closing, !state.closed {
                         state.closed = true
-                        state.writerActive = false
+                        state.drain = .idle
                         let promises = state.closePromises
                         state.closePromises = []
                         return .close(promises)
                     }
                     guard lingerTime > .zero else {
-                        state.writerActive = false
+                        state.drain = .idle
                         return .idle
                     }
-                    state.lingering = true
+                    state.drain = .lingering
                     return .linger
                 }
                 var batch: [Submission] = []
@@ -252,12 +267,11 @@ final class CommitQueue: Sendable {
             if now - before > Self.busyYield { break }
         }
         return state.withLockedValue { state in
-            state.lingering = false
             // Set only under this lock while lingering, so a release never goes unseen; work
             // with no release on its way (none should be) is taken rather than left behind.
-            if wake.exchange(false, ordering: .acquiring) || (!state.pending.isEmpty && !state.releaseScheduled) { return true }
-            state.writerActive = false
-            return false
+            let goOn = wake.exchange(false, ordering: .acquiring) || (!state.pending.isEmpty && !state.releaseScheduled)
+            state.drain = goOn ? .committing : .idle
+            return goOn
         }
     }
 
@@ -312,8 +326,7 @@ final class CommitQueue: Sendable {
         let (pending, closers) = state.withLockedValue { state in
             let pending = Array(state.pending)
             state.pending.removeAll()
-            state.writerActive = false
-            state.lingering = false
+            state.drain = .idle
             state.closed = true
             let closers = state.closePromises
             state.closePromises = []

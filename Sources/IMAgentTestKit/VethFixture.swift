@@ -28,6 +28,7 @@ public final class VethFixture: @unchecked Sendable {
     public let serverAddress: String
     public let subnet: String
     private let table: String
+    private let name: String
 
     public init(name: String, linkPrefix: String, octet: Int, agentInNamespace: Bool, pid: Int32 = getpid()) {
         serverNamespace = "\(name)-s-\(pid)"
@@ -40,6 +41,7 @@ public final class VethFixture: @unchecked Sendable {
         agentAddress = "10.\(octet).\(third).\(base + 1)"
         serverAddress = "10.\(octet).\(third).\(base + 2)"
         table = name
+        self.name = name
     }
 
     /// Why namespaces cannot work here (not root, a tool missing, no CAP_NET_ADMIN), or nil.
@@ -56,13 +58,33 @@ public final class VethFixture: @unchecked Sendable {
         return nil
     }
 
+    /// Removes the namespaces `NAME-a-PID` and `NAME-s-PID` of runs killed before their
+    /// tear-down (no process PID any more), with whatever still runs in them; their veth pairs
+    /// and rules go with them. Returns the names removed.
+    @discardableResult
+    public static func removeStale(name: String) -> [String] {
+        let listed = runShell("ip netns list").output.split(separator: "\n").compactMap { $0.split(separator: " ").first }
+        var removed: [String] = []
+        for namespace in listed.map(String.init) where namespace.hasPrefix("\(name)-") {
+            let parts = namespace.split(separator: "-")
+            guard parts.count == 3, parts[1] == "a" || parts[1] == "s", let pid = Int32(parts[2]),
+                kill(pid, 0) != 0, errno == ESRCH
+            else { continue }
+            runShell("for p in $(ip netns pids \(namespace)); do kill -9 $p; done; ip netns del \(namespace)")
+            removed.append(namespace)
+        }
+        return removed
+    }
+
     /// Creates the namespaces, the veth pair, the addresses (and the route); removes what it made if a step fails.
+    /// Namespaces of this name left by killed runs are removed first, so a rerun heals itself.
     public func create() throws(ChildProcessError) {
+        Self.removeStale(name: name)
         let agentIn = agentNamespace.map { " netns \($0)" } ?? ""
         let onAgent = agentNamespace.map { "-n \($0) " } ?? ""
         let setup = """
             set -e
-            \(agentNamespace.map { "ip netns add \($0)" } ?? "ip route add unreachable \(subnet) metric 9999")
+            \(agentNamespace.map { "ip netns add \($0)" } ?? "ip route replace unreachable \(subnet) metric 9999")
             ip netns add \(serverNamespace)
             ip link add \(agentLink)\(agentIn) type veth peer name \(serverLink) netns \(serverNamespace)
             \(agentNamespace == nil ? "" : "ip -n \(agentNamespace!) link set lo up")

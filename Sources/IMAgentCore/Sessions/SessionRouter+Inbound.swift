@@ -45,12 +45,11 @@ extension SessionRouter {
 
     mutating func inboundStored(session id: UInt64, seq: UInt64, token: UInt64,
                                         _ result: Result<Void, SessionPersistenceError>) -> [SessionAction] {
-        guard var session = sessions.removeValue(forKey: id) else {
-            return [.log(.debug, "session \(id): inbound seq \(seq) completed after it was given up")]
-        }
+        func givenUp() -> [SessionAction] { [.log(.debug, "session \(id): inbound seq \(seq) completed after it was given up")] }
+        guard var session = sessions.removeValue(forKey: id) else { return givenUp() }
         guard let entry = session.storingIn[seq], entry.token == token else {
             sessions[id] = session
-            return [.log(.debug, "session \(id): inbound seq \(seq) completed after it was given up")]
+            return givenUp()
         }
         switch result {
         case .failure(let error):

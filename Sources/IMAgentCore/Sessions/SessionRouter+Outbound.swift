@@ -8,12 +8,14 @@ extension SessionRouter {
 
     mutating func outboundStored(client: UInt64, request: UInt32, session id: UInt64, seq: UInt64, token: UInt64,
                                          _ result: Result<Void, SessionPersistenceError>) -> [SessionAction] {
+        func notStored(_ error: SessionPersistenceError) -> SessionAction {
+            .fail(client: client, request: request, error == .full ? .queueFull : .internal, "message not stored: \(error)")
+        }
         // Taken, not copied to be looked at: a copy retains every buffer of the session.
         guard var session = sessions.removeValue(forKey: id) else {
             switch result {
             case .success: return [.fail(client: client, request: request, .sessionClosed, "session \(id) was closed")]
-            case .failure(let error):
-                return [.fail(client: client, request: request, error == .full ? .queueFull : .internal, "message not stored: \(error)")]
+            case .failure(let error): return [notStored(error)]
             }
         }
         guard let entry = session.storingOut[seq], entry.token == token else {
@@ -23,8 +25,7 @@ extension SessionRouter {
             case .success:
                 return [.fail(client: client, request: request, .internal, "message \(seq) was stored after an earlier one failed"),
                         .log(.warning, "session \(id): store completed seq \(seq) after a failed append")] + releaseAttaches(id)
-            case .failure(let error):
-                return [.fail(client: client, request: request, error == .full ? .queueFull : .internal, "message not stored: \(error)")]
+            case .failure(let error): return [notStored(error)]
             }
         }
         switch result {
@@ -35,8 +36,7 @@ extension SessionRouter {
             outboxBytesByUID[session.owner, default: 0] -= bytes
             session.assignedSeq = seq - 1
             sessions[id] = session
-            return [.fail(client: client, request: request, error == .full ? .queueFull : .internal, "message not stored: \(error)")]
-                + releaseAttaches(id)
+            return [notStored(error)] + releaseAttaches(id)
         case .success:
             session.storingOut.markStored(seq)
             var actions: [SessionAction] = []

@@ -36,11 +36,8 @@ final class Topology: @unchecked Sendable {
 
     /// Removes namespaces left by runs that were killed with -9 (their pid no longer exists).
     static func removeStale() {
-        let names = Shell.run("ip netns list", quiet: true).output.split(separator: "\n").compactMap { $0.split(separator: " ").first }
-        for name in names where name.hasPrefix("imchaos-") {
-            guard let pid = Int32(name.split(separator: "-").last ?? ""), kill(pid, 0) != 0, errno == ESRCH else { continue }
-            Log.line("removing \(name), left by a run that no longer exists")
-            Shell.run("for p in $(ip netns pids \(name)); do kill -9 $p; done; ip netns del \(name)", quiet: true)
+        for name in VethFixture.removeStale(name: "imchaos") {
+            Log.line("removed \(name), left by a run that no longer exists")
         }
     }
 

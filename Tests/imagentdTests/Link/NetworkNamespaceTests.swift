@@ -150,6 +150,28 @@ struct NetworkNamespaceTests {
         }
     }
 
+    /// A run killed with -9 leaves its namespaces behind; the next set-up removes those of its
+    /// name whose pid is gone, never one of a live process or of another name.
+    @Test(.enabled(if: unavailableReason == nil, "root, ip netns, nft and the refserver binary"))
+    func setUpRemovesTheNamespacesOfKilledRuns() throws {
+        let exited = Process()
+        exited.executableURL = URL(fileURLWithPath: "/bin/true")
+        try exited.run()
+        exited.waitUntilExit()
+        let gone = exited.processIdentifier
+        let stale = ["imstale-s-\(gone)", "imstale-a-\(gone)"]
+        let kept = ["imstale-s-\(getpid())", "imstalex-s-\(gone)"]
+        defer { for namespace in stale + kept { runShell("ip netns del \(namespace)") } }
+        for namespace in stale + kept {
+            try #require(runShell("ip netns add \(namespace)").succeeded, "ip netns add \(namespace)")
+        }
+
+        #expect(VethFixture.removeStale(name: "imstale").sorted() == stale.sorted())
+        let left = Set(runShell("ip netns list").output.split(separator: "\n").compactMap { $0.split(separator: " ").first.map(String.init) })
+        #expect(left.isDisjoint(with: stale))
+        #expect(left.isSuperset(of: kept))
+    }
+
     /// The reference server in a namespace of its own behind a fresh veth,
     /// accepting one token; `body` gets the veth, the token file and the
     /// server's port. The server, the files and the veth go afterwards.

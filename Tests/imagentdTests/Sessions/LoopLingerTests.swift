@@ -1,0 +1,103 @@
+import Glibc
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import Testing
+@testable import IMAgentCore
+
+/// The daemon's loop keeps running while the store commits a lone request
+/// (`SQLiteSessionPersistence.linger`), on the real store in a scratch directory.
+@Suite("The loop lingers for a lone commit", .serialized, .timeLimit(.minutes(2)))
+struct LoopLingerTests {
+    @Test func aLoneRequest_startsALinger_thatEndsWithItsCompletion() async throws {
+        try await withPersistence(lingerTime: .seconds(120)) { persistence, loop, completed in
+            let lingeringAtSubmit = try await loop.submit {
+                persistence.submit(.create(Self.record(1)), tag: 1)
+                return persistence.isLingering
+            }.get()
+            #expect(lingeringAtSubmit)
+            try await waitUntil("the create completes") { completed.withLockedValue { $0 } == [1] }
+            // Well inside the 120 s: the linger ends with the last completion, not with its time.
+            try await waitUntil("the linger ends") { try await loop.submit { !persistence.isLingering }.get() }
+        }
+    }
+
+    @Test func aTurnWithMoreThanALoneRequest_doesNotLinger() async throws {
+        try await withPersistence(lingerTime: .seconds(120)) { persistence, loop, completed in
+            let count = SQLiteSessionPersistence.lingerAtMost + 1
+            try await loop.submit {
+                for id in 1...count { persistence.submit(.create(Self.record(UInt64(id))), tag: UInt64(id)) }
+            }.get()
+            // Runs after the turn's check, which found more than a lone request in flight.
+            let lingering = try await loop.submit { persistence.isLingering }.get()
+            #expect(!lingering)
+            try await waitUntil("every create completes") { completed.withLockedValue { $0.count } == count }
+        }
+    }
+
+    @Test func aLingerThatFindsTheLoopBusy_holdsOffTheNextOne() async throws {
+        try await withPersistence(lingerTime: .seconds(120), quietAfterBusy: .seconds(120)) { persistence, loop, completed in
+            try await loop.submit {
+                persistence.submit(.create(Self.record(1)), tag: 1)
+                // Queued behind the linger's first look: the next look comes 2 ms late.
+                loop.execute { usleep(2_000) }
+            }.get()
+            try await waitUntil("the create completes") { completed.withLockedValue { $0 } == [1] }
+            try await waitUntil("the linger ends") { try await loop.submit { !persistence.isLingering }.get() }
+            try await loop.submit { persistence.submit(.create(Self.record(2)), tag: 2) }.get()
+            let lingering = try await loop.submit { persistence.isLingering }.get()
+            #expect(!lingering, "a lone request within the quiet time after a busy linger")
+            try await waitUntil("the second create completes") { completed.withLockedValue { $0 } == [1, 2] }
+        }
+    }
+
+    @Test func noLingerTime_neverLingers() async throws {
+        try await withPersistence(lingerTime: .zero) { persistence, loop, completed in
+            let lingering = try await loop.submit {
+                persistence.submit(.create(Self.record(1)), tag: 1)
+                return persistence.isLingering
+            }.get()
+            #expect(!lingering)
+            try await waitUntil("the create completes") { completed.withLockedValue { $0 } == [1] }
+        }
+    }
+
+    static func record(_ id: UInt64) -> StoredSessionRecord {
+        StoredSessionRecord(id: id, service: "echo", owner: 1000, priority: .normal, durable: true)
+    }
+
+    /// The store opened on a loop of its own; `body` gets it, the loop and the tags completed so far.
+    func withPersistence(
+        lingerTime: TimeAmount, quietAfterBusy: TimeAmount = SQLiteSessionPersistence.defaultQuietAfterBusy,
+        _ body: (SQLiteSessionPersistence, EventLoop, NIOLockedValueBox<[UInt64]>) async throws -> Void
+    ) async throws {
+        let scratch = try ScratchDirectory("looplinger")
+        defer { scratch.cleanup() }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        do {
+            let loop = group.next()
+            let persistence = try await SQLiteSessionPersistence.open(directory: scratch.path, durability: .process, on: loop,
+                                                                      lingerTime: lingerTime, quietAfterBusy: quietAfterBusy).get()
+            let completed = NIOLockedValueBox<[UInt64]>([])
+            try await loop.submit {
+                persistence.deliverOutcomes { outcomes in
+                    completed.withLockedValue { $0 += outcomes.filter { (try? $0.result.get()) != nil }.map(\.tag) }
+                }
+            }.get()
+            try await body(persistence, loop, completed)
+            try await persistence.close().get()
+        } catch {
+            try? await group.shutdownGracefully()
+            throw error
+        }
+        try await group.shutdownGracefully()
+    }
+
+    func waitUntil(_ what: String, _ condition: () async throws -> Bool) async throws {
+        for _ in 0..<3_000 {
+            if try await condition() { return }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        Issue.record("\(what): not within 30 s")
+    }
+}

@@ -24,8 +24,12 @@ final class SQLiteSessionPersistence: SessionPersistence, StoreCompletionSink, S
         var quietUntil = NIODeadline.uptimeNanoseconds(0)
     }
 
-    /// How long the loop keeps running while a lone request is committed (see `linger`).
-    static let defaultLingerTime = TimeAmount.microseconds(300)
+    /// How long the loop keeps running while a lone request is committed (see `linger`): at
+    /// `process` a commit takes about 0.1–0.2 ms; at `power` its fsync takes longer than a
+    /// linger worth having, and lingers there cost streams a tenth of their rate (BENCHMARKS.md).
+    static func defaultLingerTime(_ durability: DaemonConfiguration.Durability) -> TimeAmount {
+        durability == .process ? .microseconds(300) : .zero
+    }
     /// At most this many operations in flight at the end of a turn make it a lone request
     /// and its answer; more is a stream, which keeps the loop busy by itself.
     static let lingerAtMost = 4
@@ -40,7 +44,7 @@ final class SQLiteSessionPersistence: SessionPersistence, StoreCompletionSink, S
 
     /// `maxBytes` nil: half the size of the file system holding `directory` (`imagentd.toml(5)`).
     static func open(directory: String, durability: DaemonConfiguration.Durability, maxBytes: Int? = nil, on loop: EventLoop,
-                     commitObserver: StoreCommitObserver? = nil, lingerTime: TimeAmount = defaultLingerTime,
+                     commitObserver: StoreCommitObserver? = nil, lingerTime: TimeAmount? = nil,
                      quietAfterBusy: TimeAmount = defaultQuietAfterBusy)
         -> EventLoopFuture<SQLiteSessionPersistence>
     {
@@ -48,7 +52,8 @@ final class SQLiteSessionPersistence: SessionPersistence, StoreCompletionSink, S
         let configuration = StoreConfiguration(path: path(inDirectory: directory), durability: durability.storeDurability,
                                                maximumSizeBytes: limit)
         return AgentStore.open(configuration, on: loop, observer: commitObserver).map {
-            SQLiteSessionPersistence(store: $0, loop: loop, lingerTime: lingerTime, quietAfterBusy: quietAfterBusy)
+            SQLiteSessionPersistence(store: $0, loop: loop, lingerTime: lingerTime ?? defaultLingerTime(durability),
+                                     quietAfterBusy: quietAfterBusy)
         }
     }
 

@@ -51,6 +51,19 @@ struct LoopLingerTests {
         }
     }
 
+    /// At `power` the fsync outlasts a linger worth having: by default the loop sleeps.
+    @Test func atPower_theLoopDoesNotLingerByDefault() async throws {
+        try await withPersistence(durability: .power, lingerTime: nil) { persistence, loop, completed in
+            let lingering = try await loop.submit {
+                persistence.submit(.create(Self.record(1)), tag: 1)
+                return persistence.isLingering
+            }.get()
+            #expect(!lingering)
+            try await waitUntil("the create completes") { completed.withLockedValue { $0 } == [1] }
+        }
+        #expect(SQLiteSessionPersistence.defaultLingerTime(.process) == .microseconds(300))
+    }
+
     @Test func noLingerTime_neverLingers() async throws {
         try await withPersistence(lingerTime: .zero) { persistence, loop, completed in
             let lingering = try await loop.submit {
@@ -68,7 +81,7 @@ struct LoopLingerTests {
 
     /// The store opened on a loop of its own; `body` gets it, the loop and the tags completed so far.
     func withPersistence(
-        lingerTime: TimeAmount, quietAfterBusy: TimeAmount = SQLiteSessionPersistence.defaultQuietAfterBusy,
+        durability: DaemonConfiguration.Durability = .process, lingerTime: TimeAmount?, quietAfterBusy: TimeAmount = SQLiteSessionPersistence.defaultQuietAfterBusy,
         _ body: (SQLiteSessionPersistence, EventLoop, NIOLockedValueBox<[UInt64]>) async throws -> Void
     ) async throws {
         let scratch = try ScratchDirectory("looplinger")
@@ -76,7 +89,7 @@ struct LoopLingerTests {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         do {
             let loop = group.next()
-            let persistence = try await SQLiteSessionPersistence.open(directory: scratch.path, durability: .process, on: loop,
+            let persistence = try await SQLiteSessionPersistence.open(directory: scratch.path, durability: durability, on: loop,
                                                                       lingerTime: lingerTime, quietAfterBusy: quietAfterBusy).get()
             let completed = NIOLockedValueBox<[UInt64]>([])
             try await loop.submit {

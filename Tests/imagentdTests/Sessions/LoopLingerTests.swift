@@ -11,12 +11,8 @@ import Testing
 struct LoopLingerTests {
     @Test func aLoneRequest_startsALinger_thatEndsWithItsCompletion() async throws {
         try await withPersistence(lingerTime: .seconds(120)) { persistence, loop, completed in
-            let lingeringAtSubmit = try await loop.submit {
-                persistence.submit(.create(Self.record(1)), tag: 1)
-                return persistence.isLingering
-            }.get()
-            #expect(lingeringAtSubmit)
-            try await waitUntil("the create completes") { completed.withLockedValue { $0 } == [1] }
+            let lingered = try await loneCreateStartsALinger(persistence, loop, completed)
+            #expect(lingered)
             // Well inside the 120 s: the linger ends with the last completion, not with its time.
             try await waitUntil("the linger ends") { try await loop.submit { !persistence.isLingering }.get() }
         }
@@ -54,25 +50,28 @@ struct LoopLingerTests {
     /// At `power` the fsync outlasts a linger worth having: by default the loop sleeps.
     @Test func atPower_theLoopDoesNotLingerByDefault() async throws {
         try await withPersistence(durability: .power, lingerTime: nil) { persistence, loop, completed in
-            let lingering = try await loop.submit {
-                persistence.submit(.create(Self.record(1)), tag: 1)
-                return persistence.isLingering
-            }.get()
-            #expect(!lingering)
-            try await waitUntil("the create completes") { completed.withLockedValue { $0 } == [1] }
+            let lingered = try await loneCreateStartsALinger(persistence, loop, completed)
+            #expect(!lingered)
         }
         #expect(SQLiteSessionPersistence.defaultLingerTime(.process) == .microseconds(300))
     }
 
     @Test func noLingerTime_neverLingers() async throws {
         try await withPersistence(lingerTime: .zero) { persistence, loop, completed in
-            let lingering = try await loop.submit {
-                persistence.submit(.create(Self.record(1)), tag: 1)
-                return persistence.isLingering
-            }.get()
-            #expect(!lingering)
-            try await waitUntil("the create completes") { completed.withLockedValue { $0 } == [1] }
+            let lingered = try await loneCreateStartsALinger(persistence, loop, completed)
+            #expect(!lingered)
         }
+    }
+
+    /// Submits one create on the loop; whether that started a linger, once the create completed.
+    func loneCreateStartsALinger(_ persistence: SQLiteSessionPersistence, _ loop: EventLoop,
+                                 _ completed: NIOLockedValueBox<[UInt64]>) async throws -> Bool {
+        let lingering = try await loop.submit {
+            persistence.submit(.create(Self.record(1)), tag: 1)
+            return persistence.isLingering
+        }.get()
+        try await waitUntil("the create completes") { completed.withLockedValue { $0 } == [1] }
+        return lingering
     }
 
     static func record(_ id: UInt64) -> StoredSessionRecord {

@@ -137,6 +137,12 @@ def main():
     wait_for(10)  # three PUBLISH, PUBREL, UNSUBSCRIBE
     client._send_pingreq()
     wait_for(11)
+    # The listener records PINGREQ before it answers: until paho has read the PINGRESP (it sets
+    # _ping_t back to 0), a DISCONNECT and close could reset the connection under the listener's
+    # answer, and the DISCONNECT would be lost with it (seen once in CI).
+    deadline = time.monotonic() + TIMEOUT
+    while getattr(client, "_ping_t", 0) and time.monotonic() < deadline:
+        time.sleep(0.01)
     client.disconnect(reasoncode=ReasonCode(PacketTypes.DISCONNECT, "Disconnect with will message"),
                       properties=properties(PacketTypes.DISCONNECT, SessionExpiryInterval=0, ReasonString="bye"))
     thread.join(TIMEOUT)

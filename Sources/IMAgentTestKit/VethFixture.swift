@@ -27,7 +27,7 @@ public final class VethFixture: @unchecked Sendable {
     public let agentAddress: String
     public let serverAddress: String
     public let subnet: String
-    private let table: String
+    /// The namespaces' prefix, also the name of the nftables table of the faults.
     private let name: String
 
     public init(name: String, linkPrefix: String, octet: Int, agentInNamespace: Bool, pid: Int32 = getpid()) {
@@ -40,7 +40,6 @@ public final class VethFixture: @unchecked Sendable {
         subnet = "10.\(octet).\(third).\(base)/30"
         agentAddress = "10.\(octet).\(third).\(base + 1)"
         serverAddress = "10.\(octet).\(third).\(base + 2)"
-        table = name
         self.name = name
     }
 
@@ -63,9 +62,8 @@ public final class VethFixture: @unchecked Sendable {
     /// and rules go with them. Returns the names removed.
     @discardableResult
     public static func removeStale(name: String) -> [String] {
-        let listed = runShell("ip netns list").output.split(separator: "\n").compactMap { $0.split(separator: " ").first }
         var removed: [String] = []
-        for namespace in listed.map(String.init) where namespace.hasPrefix("\(name)-") {
+        for namespace in namespaces() where namespace.hasPrefix("\(name)-") {
             let parts = namespace.split(separator: "-")
             guard parts.count == 3, parts[1] == "a" || parts[1] == "s", let pid = Int32(parts[2]),
                 kill(pid, 0) != 0, errno == ESRCH
@@ -74,6 +72,11 @@ public final class VethFixture: @unchecked Sendable {
             removed.append(namespace)
         }
         return removed
+    }
+
+    /// The names `ip netns list` shows (each line's first word: the rest is an id, when there is one).
+    public static func namespaces() -> [String] {
+        runShell("ip netns list").output.split(separator: "\n").compactMap { $0.split(separator: " ").first.map(String.init) }
     }
 
     /// Creates the namespaces, the veth pair, the addresses (and the route); removes what it made if a step fails.
@@ -121,7 +124,7 @@ public final class VethFixture: @unchecked Sendable {
         guard percent > 0 else { return true }
         let match = percent >= 100 ? "" : "numgen random mod 100 < \(percent) "
         let ruleset = """
-            table inet \(table) {
+            table inet \(name) {
               chain in { type filter hook input priority 0; policy accept; iifname "\(serverLink)" \(match)drop; }
               chain out { type filter hook output priority 0; policy accept; oifname "\(serverLink)" \(match)drop; }
             }
@@ -136,7 +139,7 @@ public final class VethFixture: @unchecked Sendable {
     /// Removes the drop rules; false when there were none.
     @discardableResult
     public func restore() -> Bool {
-        runShell("ip netns exec \(serverNamespace) nft delete table inet \(table)").succeeded
+        runShell("ip netns exec \(serverNamespace) nft delete table inet \(name)").succeeded
     }
 
     /// `ip link set … down|up` on the agent's end (a network watcher there sees it) or the server's.

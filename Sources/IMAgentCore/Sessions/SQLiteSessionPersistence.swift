@@ -159,8 +159,9 @@ final class SQLiteSessionPersistence: SessionPersistence, StoreCompletionSink, S
     /// completion or `lingerTime` ends it too.
     private func linger(until deadline: NIODeadline, lookedAt last: NIODeadline) {
         let now = NIODeadline.now()
-        if now - last > Self.busyLook { waiting.value.quietUntil = now + quietAfterBusy }
-        guard waiting.value.inFlight > 0, now < deadline, now - last <= Self.busyLook else {
+        let late = now - last > Self.busyLook
+        if late { waiting.value.quietUntil = now + quietAfterBusy }
+        guard waiting.value.inFlight > 0, now < deadline, !late else {
             waiting.value.lingering = false
             return
         }

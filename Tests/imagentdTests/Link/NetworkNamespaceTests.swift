@@ -167,7 +167,7 @@ struct NetworkNamespaceTests {
         }
 
         #expect(VethFixture.removeStale(name: "imstale").sorted() == stale.sorted())
-        let left = Set(runShell("ip netns list").output.split(separator: "\n").compactMap { $0.split(separator: " ").first.map(String.init) })
+        let left = Set(VethFixture.namespaces())
         #expect(left.isDisjoint(with: stale))
         #expect(left.isSuperset(of: kept))
     }

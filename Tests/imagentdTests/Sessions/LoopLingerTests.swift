@@ -1,4 +1,5 @@
 import Glibc
+import IMAgentTestKit
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
@@ -80,7 +81,8 @@ struct LoopLingerTests {
 
     /// The store opened on a loop of its own; `body` gets it, the loop and the tags completed so far.
     func withPersistence(
-        durability: DaemonConfiguration.Durability = .process, lingerTime: TimeAmount?, quietAfterBusy: TimeAmount = SQLiteSessionPersistence.defaultQuietAfterBusy,
+        durability: DaemonConfiguration.Durability = .process, lingerTime: TimeAmount?,
+        quietAfterBusy: TimeAmount = SQLiteSessionPersistence.defaultQuietAfterBusy,
         _ body: (SQLiteSessionPersistence, EventLoop, NIOLockedValueBox<[UInt64]>) async throws -> Void
     ) async throws {
         let scratch = try ScratchDirectory("looplinger")
@@ -106,10 +108,7 @@ struct LoopLingerTests {
     }
 
     func waitUntil(_ what: String, _ condition: () async throws -> Bool) async throws {
-        for _ in 0..<3_000 {
-            if try await condition() { return }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        Issue.record("\(what): not within 30 s")
+        let met = try await poll(within: .seconds(30), every: .milliseconds(10)) { try await condition() ? true : nil }
+        if met == nil { Issue.record("\(what): not within 30 s") }
     }
 }

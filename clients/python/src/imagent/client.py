@@ -1,0 +1,621 @@
+"""The blocking client: `imagent.connect()`.
+
+No background thread: a call that waits for the daemon reads the socket itself,
+and hands what it reads to the other waiting threads (one reads at a time, under
+the client's one lock). So nothing is read while no call waits, and the kernel's
+socket buffer and the daemon's flow control hold what the program has not asked
+for yet.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import sys
+import socket as socket_module
+import threading
+import time
+from collections.abc import Callable, Iterator
+from types import TracebackType
+from typing import Any
+
+from . import protocol as p
+from .core import (
+    ClientCore, ConnectionEvent, Event, Message, Pending, SessionState, backoff, json_result,
+)
+from .errors import (
+    ClientClosed, DaemonUnavailable, Error, IPCError, PayloadTooLarge, PermissionDenied, SessionClosed,
+    TimedOut, UnknownSession, VersionUnsupported,
+)
+from .paths import candidates, resolve_socket
+
+#: The default timeout of a call that waits for the daemon (seconds).
+DEFAULT_TIMEOUT = 60.0
+_READ_SIZE = 256 * 1024
+#: Errors after which a session cannot be attached again.
+_FATAL_ATTACH = (SessionClosed, UnknownSession, PermissionDenied)
+
+
+def open_socket(path: str) -> socket_module.socket:
+    """A connected, non-blocking socket: PATH.admin if this user may use it, else PATH.
+    Raises OSError (from PATH) when neither accepts."""
+    admin, plain = candidates(path)
+    for candidate in (admin, plain):
+        sock = socket_module.socket(socket_module.AF_UNIX, socket_module.SOCK_STREAM)
+        sock.setblocking(False)
+        try:
+            sock.connect(candidate)
+            return sock
+        except OSError:
+            # No permission, no such file, refused, or its listen queue full (EAGAIN).
+            sock.close()
+            if candidate == plain:
+                raise
+    raise AssertionError("unreachable")
+
+
+def ttl_milliseconds(ttl: float | None) -> int | None:
+    if ttl is None or ttl <= 0:
+        return None
+    return min(0xFFFFFFFF, max(1, round(ttl * 1000)))
+
+
+class Client:
+    """A connection to imagentd that survives the daemon's restarts.
+
+    Made by `imagent.connect()`; a context manager (leaving the block closes it).
+    Every method may be called from any thread: the client has one lock, and one
+    waiting thread at a time reads the socket for all of them. Sends on one
+    session are made one at a time (a second waits for the first's ACCEPTED).
+    """
+
+    def __init__(self, path: str, name: str | None, timeout: float | None) -> None:
+        self.path = path
+        self.timeout = timeout
+        self._core = ClientCore(name)
+        self._core.ack_callback = self._ack
+        self._cond = threading.Condition(threading.Lock())
+        self._sock: socket_module.socket | None = None
+        self._poll: Any = None
+        self._connecting = False
+        self._reading = False
+        self._closed = False
+        self._ever_connected = False
+        self._buffer = bytearray(_READ_SIZE)
+        self._view = memoryview(self._buffer)
+
+    # MARK: Public API
+
+    @property
+    def daemon_version(self) -> str:
+        """The daemon's version, from its last WELCOME."""
+        return self._core.daemon_version
+
+    @property
+    def max_payload(self) -> int:
+        """The largest payload the daemon accepts (WELCOME's MAX_PAYLOAD)."""
+        return self._core.max_payload
+
+    @property
+    def link_state(self) -> int:
+        """The daemon's link to the server: 0 disconnected, 1 connecting, 2 connected, 3 disconnecting."""
+        return self._core.link_state
+
+    def open(self, service: str, *, priority: int | None = None, durable: bool | None = None,
+             timeout: float | None = None) -> Session:
+        """Create a new session to `service` and attach it. If the connection is lost
+        before OPENED, OPEN is made again on the next connection (the first may have
+        created a session that is then left unused)."""
+        records = p.text(p.SERVICE, service)
+        if priority is not None:
+            records += p.u8(p.PRIORITY, priority)
+        if durable is not None:
+            records += p.u8(p.DURABLE, 1 if durable else 0)
+        reply = self._call(p.OPEN, records, timeout)
+        return Session(self, self._core.sessions[reply.integer(p.SESSION)])
+
+    def attach(self, session_id: int, *, timeout: float | None = None) -> Session:
+        """Attach an existing session (OPEN with SESSION): its unacknowledged messages come again."""
+        reply = self._call(p.OPEN, p.u64(p.SESSION, session_id), timeout)
+        return Session(self, self._core.sessions[reply.integer(p.SESSION)])
+
+    def status(self, *, timeout: float | None = None) -> dict[str, Any]:
+        """STATUS: the daemon's and the link's state (imagent-ipc(7), STATUS AND METRICS)."""
+        return json_result(self._call(p.STATUS, b"", timeout))
+
+    def sessions(self, *, timeout: float | None = None) -> dict[str, Any]:
+        """SESSIONS: the caller's sessions (every session for an admin)."""
+        return json_result(self._call(p.SESSIONS, b"", timeout))
+
+    def metrics(self, *, timeout: float | None = None) -> dict[str, Any]:
+        """METRICS: counters, gauges and histograms."""
+        return json_result(self._call(p.METRICS, b"", timeout))
+
+    def ping(self, *, timeout: float | None = None) -> float:
+        """PING: the round trip to the daemon, in seconds."""
+        start = time.monotonic()
+        self._call(p.PING, b"", timeout)
+        return time.monotonic() - start
+
+    def events(self) -> list[Event]:
+        """The events received so far (and not yet taken), oldest first; does not read.
+
+        Events are LinkStateEvent, SessionStateEvent, AckedEvent, ExpiredEvent,
+        ErrorEvent, ConnectionEvent and WatchEvent. At most 1024 are kept: when
+        nobody takes them, the oldest are dropped."""
+        with self._cond:
+            taken = list(self._core.events)
+            self._core.events.clear()
+            return taken
+
+    def next_event(self, timeout: float | None = None) -> Event | None:
+        """The next event, reading the socket up to `timeout` seconds (None: no limit);
+        None when the timeout passes."""
+        deadline = _deadline(timeout)
+        core = self._core
+        with self._cond:
+            while True:
+                if core.events:
+                    return core.events.popleft()
+                self._connection(deadline)
+                generation = core.generation
+                if not self._wait(lambda: bool(core.events) or core.generation != generation or not core.connected,
+                                  deadline) and _passed(deadline):
+                    return None if not core.events else core.events.popleft()
+
+    def close(self) -> None:
+        """Close the connection; the sessions live on in the daemon (detached)."""
+        with self._cond:
+            self._closed = True
+            self._drop("the client was closed")
+            self._cond.notify_all()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
+
+    # MARK: Sessions (called by Session)
+
+    def _send(self, state: SessionState, payload: bytes, ttl: float | None, timeout: float | None) -> int:
+        core = self._core
+        if len(payload) > core.max_payload:
+            raise PayloadTooLarge(f"payload of {len(payload)} bytes above the daemon's MAX_PAYLOAD {core.max_payload}")
+        deadline = self._call_deadline(timeout)
+        ttl_ms = ttl_milliseconds(ttl)
+        with self._cond:
+            self._attached(state, deadline)
+            # One send at a time per session (Session.send holds its lock): nothing else
+            # of ours is in flight, so SENT_SEQ beyond this tells that this one was stored.
+            before = state.last_accepted
+            while True:
+                pending = core.send_request(state.id, payload, ttl_ms)
+                reply = self._exchange(pending, deadline, lost_is_error=False, forget_closes=True)
+                if reply is not None:
+                    return reply.integer(p.SEQ)
+                self._attached(state, deadline)
+                if state.last_accepted > before:
+                    return state.last_accepted
+
+    def _receive(self, state: SessionState, timeout: float | None) -> Message | None:
+        core = self._core
+        deadline = _deadline(timeout)
+        with self._cond:
+            while True:
+                message = core.pop_message(state)
+                if message is not None:
+                    return message
+                if state.error is not None:
+                    raise state.error
+                if state.released or self._closed:
+                    raise ClientClosed("the session was closed or detached by this program")
+                self._attached(state, deadline)
+                generation = core.generation
+                self._wait(lambda: bool(state.queue) or state.error is not None or core.generation != generation
+                           or not core.connected, deadline)
+                if not state.queue and _passed(deadline):
+                    return None
+
+    def _release(self, state: SessionState, op: int, timeout: float | None) -> None:
+        deadline = self._call_deadline(timeout)
+        with self._cond:
+            lost_once = False
+            try:
+                while True:
+                    self._connection(deadline)
+                    pending = self._core.request(op, p.u64(p.SESSION, state.id))
+                    try:
+                        reply = self._exchange(pending, deadline, lost_is_error=False)
+                    except (SessionClosed, UnknownSession):
+                        if lost_once:
+                            break  # the CLOSE lost with its connection did it
+                        raise
+                    if reply is not None or op == p.DETACH:
+                        break  # a connection that goes detaches its sessions
+                    lost_once = True
+            finally:
+                self._core.release(state.id)
+
+    def _ack(self, session: int, seq: int) -> None:
+        with self._cond:
+            if self._closed:
+                raise ClientClosed("the client is closed")
+            frame = self._core.ack_frame(session, seq)
+            if frame is not None and self._sock is not None and not self._connecting:
+                try:
+                    self._write(frame, _deadline(self.timeout))
+                except (OSError, TimedOut):
+                    pass  # sent again after the re-attach
+
+    # MARK: Requests
+
+    def _call(self, op: int, records: bytes, timeout: float | None) -> p.Frame:
+        """A request, made again on the next connection when its connection is lost."""
+        deadline = self._call_deadline(timeout)
+        with self._cond:
+            while True:
+                self._connection(deadline)
+                reply = self._exchange(self._core.request(op, records), deadline, lost_is_error=False)
+                if reply is not None:
+                    return reply
+
+    def _exchange(self, pending: Pending, deadline: float | None, *, lost_is_error: bool,
+                  forget_closes: bool = False) -> p.Frame | None:
+        """Writes the request and waits for its reply: the reply, or None when the
+        connection was lost; raises its ERROR, or TimedOut."""
+        try:
+            self._write(pending.frame, deadline)
+        except OSError as error:
+            self._lost(pending.generation, f"write failed: {error}")
+        self._wait(lambda: pending.done, deadline)
+        if pending.reply is not None:
+            return pending.reply
+        if pending.error is not None:
+            raise pending.error
+        if pending.lost or pending.generation != self._core.generation:
+            if lost_is_error:
+                raise DaemonUnavailable("the connection to imagentd was lost")
+            return None
+        self._core.forget(pending)
+        if forget_closes:
+            # Its fate is unknown: the next attach (OPENED's SENT_SEQ) tells the next send.
+            self._drop("a SEND timed out")
+        op = int.from_bytes(pending.frame[4:6], "big")
+        raise TimedOut(f"no reply to {p.OP_NAMES.get(op, hex(op))} from imagentd within the timeout")
+
+    # MARK: The connection
+
+    def _connect_first(self, deadline: float | None) -> None:
+        with self._cond:
+            self._connection(deadline, attempts=1)
+
+    def _attached(self, state: SessionState, deadline: float | None) -> None:
+        """With the lock held: the connection is up and `state` attached to it."""
+        core = self._core
+        while True:
+            if state.error is not None:
+                raise state.error
+            self._connection(deadline)
+            if not core.needs_attach(state):
+                return
+            pending = core.request(p.OPEN, p.u64(p.SESSION, state.id))
+            try:
+                self._exchange(pending, deadline, lost_is_error=False)
+            except _FATAL_ATTACH as error:
+                state.error = error
+                raise
+
+    def _connection(self, deadline: float | None, attempts: int | None = None) -> None:
+        """With the lock held: returns once a connection is up (HELLO answered, sessions
+        re-attached), connecting with backoff if needed; raises DaemonUnavailable or
+        TimedOut when `deadline` passes first."""
+        attempt = 0
+        last_failure = "not connected"
+        while True:
+            if self._closed:
+                raise ClientClosed("the client is closed")
+            if self._sock is not None and not self._connecting:
+                return
+            if self._connecting:
+                if _passed(deadline):
+                    raise DaemonUnavailable(f"imagentd at {self.path} is not back: reconnecting")
+                self._cond.wait(_remaining(deadline))
+                continue
+            if attempts is not None and attempt >= attempts:
+                raise DaemonUnavailable(f"cannot connect to imagentd at {self.path}: {last_failure}")
+            delay = backoff(attempt)
+            if deadline is not None and time.monotonic() + delay > deadline:
+                raise DaemonUnavailable(f"cannot connect to imagentd at {self.path}: {last_failure}")
+            if delay > 0:
+                self._cond.wait(delay)
+                if self._sock is not None or self._connecting:
+                    continue
+            attempt += 1
+            self._connecting = True
+            try:
+                last_failure = self._establish(deadline)
+            finally:
+                self._connecting = False
+                self._cond.notify_all()
+            if not last_failure:
+                return
+
+    def _establish(self, deadline: float | None) -> str:
+        """One attempt (lock held, `_connecting` set): connect, HELLO, re-attach.
+        Returns "" on success, else why it failed."""
+        core = self._core
+        self._cond.release()
+        try:
+            sock = open_socket(self.path)
+        except OSError as error:
+            return error.strerror or str(error)
+        finally:
+            self._cond.acquire()
+        if self._closed:
+            sock.close()
+            raise ClientClosed("the client is closed")
+        self._sock = sock
+        self._poll = select.poll()
+        self._poll.register(sock, select.POLLIN)
+        hello = core.connection_made()
+        try:
+            welcome = self._exchange(hello, deadline, lost_is_error=False)
+        except VersionUnsupported:
+            self._drop("VERSION_UNSUPPORTED")
+            raise
+        except IPCError as error:  # LIMIT_REACHED, SHUTTING_DOWN, ...: try again later
+            self._drop(str(error))
+            return str(error)
+        except TimedOut:
+            self._drop("HELLO timed out")
+            raise
+        if welcome is None:
+            return "the connection closed during HELLO"
+        core.welcome(welcome)
+        sessions = [state for state in core.sessions.values() if core.needs_attach(state)]
+        reattaching = [core.request(p.OPEN, p.u64(p.SESSION, state.id)) for state in sessions]
+        if reattaching:
+            try:
+                self._write(b"".join(pending.frame for pending in reattaching), deadline)
+            except OSError as error:
+                self._lost(core.generation, f"write failed: {error}")
+            self._wait(lambda: all(pending.done for pending in reattaching), deadline)
+            for session, pending in zip(sessions, reattaching):
+                if pending.lost:
+                    return "the connection closed during the re-attach"
+                if pending.error is not None and isinstance(pending.error, _FATAL_ATTACH):
+                    session.error = pending.error
+                # Others (SESSION_BUSY, ...) are tried again by the next call on that session.
+                if not pending.done:
+                    for waiting in reattaching:
+                        core.forget(waiting)
+                    self._drop("re-attach timed out")
+                    raise TimedOut("imagentd did not answer the re-attach in time")
+        outgoing = core.take_outgoing()
+        if outgoing:
+            try:
+                self._write(outgoing, deadline)
+            except OSError as error:
+                self._lost(core.generation, f"write failed: {error}")
+                return str(error)
+        if self._ever_connected:
+            core.events.append(ConnectionEvent(True, "reconnected"))
+        self._ever_connected = True
+        return ""
+
+    def _wait(self, done: Callable[[], bool], deadline: float | None) -> bool:
+        """With the lock held: reads (or lets another thread read) until `done()`, the
+        connection is gone, or `deadline`. Returns done()."""
+        while not done():
+            if self._sock is None:
+                return False
+            if self._reading:
+                if _passed(deadline):
+                    return False
+                self._cond.wait(_remaining(deadline))
+            else:
+                self._read(deadline)  # at least once, also for a timeout of 0
+                if _passed(deadline):
+                    return done()
+        return True
+
+    def _read(self, deadline: float | None) -> None:
+        """One read: waits for bytes outside the lock, handles them inside."""
+        sock, generation = self._sock, self._core.generation
+        assert sock is not None
+        self._reading = True
+        count = -1
+        failure = ""
+        self._cond.release()
+        try:
+            try:
+                count = sock.recv_into(self._buffer)
+            except BlockingIOError:
+                timeout = _remaining(deadline)
+                if self._poll.poll(None if timeout is None else max(0, int(timeout * 1000) + 1)):
+                    count = sock.recv_into(self._buffer)
+        except BlockingIOError:
+            pass
+        except OSError as error:
+            failure = str(error)
+        finally:
+            self._cond.acquire()
+            self._reading = False
+            self._cond.notify_all()
+        if generation != self._core.generation or self._sock is not sock:
+            return  # dropped meanwhile (close)
+        if failure or count == 0:
+            self._lost(generation, failure or "imagentd closed the connection")
+            return
+        if count > 0:
+            try:
+                self._core.feed(self._view[:count])
+            except (p.ProtocolError, UnicodeDecodeError, ValueError) as error:
+                self._lost(generation, f"bad frame from imagentd: {error}")
+                return
+            outgoing = self._core.take_outgoing()
+            if outgoing:
+                try:
+                    self._write(outgoing, deadline)
+                except (OSError, TimedOut) as error:
+                    self._lost(generation, f"write failed: {error}")
+
+    def _write(self, data: bytes, deadline: float | None) -> None:
+        """With the lock held: the whole of `data`, reading meanwhile if the daemon is
+        waiting for us to read. Raises OSError when the connection fails."""
+        sock = self._sock
+        if sock is None:
+            raise ConnectionError("not connected")
+        view = memoryview(data)
+        while view:
+            try:
+                sent = sock.send(view, socket_module.MSG_NOSIGNAL)
+            except BlockingIOError:
+                sent = 0
+            view = view[sent:]
+            if view:
+                if _passed(deadline):
+                    self._drop("a write timed out")
+                    raise TimedOut("imagentd did not read in time")
+                ready = select.select([sock] if not self._reading else [], [sock], [], _remaining(deadline))
+                if ready[0]:
+                    self._read_now(sock)
+
+    def _read_now(self, sock: socket_module.socket) -> None:
+        try:
+            count = sock.recv_into(self._buffer)
+        except BlockingIOError:
+            return
+        if count == 0:
+            raise ConnectionError("imagentd closed the connection")
+        try:
+            self._core.feed(self._view[:count])
+        except (p.ProtocolError, ValueError) as error:
+            raise ConnectionError(f"bad frame from imagentd: {error}") from None
+
+    def _lost(self, generation: int, reason: str) -> None:
+        if generation == self._core.generation:
+            self._drop(reason)
+
+    def _drop(self, reason: str) -> None:
+        """Closes the current connection (lock held); its requests are lost."""
+        sock = self._sock
+        if sock is None:
+            return
+        self._sock = None
+        try:
+            sock.shutdown(socket_module.SHUT_RDWR)  # wakes a thread waiting in poll
+        except OSError:
+            pass
+        sock.close()
+        self._core.connection_lost(reason)
+        self._cond.notify_all()
+
+    def _call_deadline(self, timeout: float | None) -> float | None:
+        return _deadline(self.timeout if timeout is None else timeout)
+
+
+class Session:
+    """A session attached through a `Client`: `id`, `send`, `receive`, `close`, `detach`.
+
+    Iterating over a session receives its messages one by one, without a timeout.
+    """
+
+    def __init__(self, client: Client, state: SessionState) -> None:
+        self._client = client
+        self._state = state
+        self._send_lock = threading.Lock()
+        self.id = state.id
+
+    @property
+    def sent_seq(self) -> int:
+        """The highest outbound seq ACCEPTED (OPENED's SENT_SEQ, then each send's)."""
+        return self._state.last_accepted
+
+    @property
+    def acked_seq(self) -> int:
+        """The highest outbound seq the server has acknowledged (ACKED events)."""
+        return self._state.acked_seq
+
+    @property
+    def state(self) -> int:
+        """0 pending, 1 open, 2 paused, 3 failed, 4 closed (SESSION_STATE)."""
+        return self._state.state
+
+    def send(self, payload: bytes, ttl: float | None = None, *, timeout: float | None = None) -> int:
+        """Queue one message; returns its seq once the daemon stored it (ACCEPTED).
+
+        `ttl` (seconds): give the message up (an ExpiredEvent) if the server does not
+        have it by then. If the connection is lost before ACCEPTED, the client
+        reconnects, re-attaches and reads OPENED's SENT_SEQ: the message was stored
+        (its seq is returned) or it is sent again; neither lost nor duplicated, as
+        long as this client is the session's only sender. `timeout` (default: the
+        client's) bounds the whole call, reconnecting included: TimedOut (the message
+        may have been stored) or DaemonUnavailable."""
+        deadline = _deadline(self._client.timeout if timeout is None else timeout)
+        if not self._send_lock.acquire(timeout=-1 if deadline is None else max(0.0, deadline - time.monotonic())):
+            raise TimedOut("another send on this session did not finish in time")
+        try:
+            return self._client._send(self._state, bytes(payload), ttl, _remaining(deadline))
+        finally:
+            self._send_lock.release()
+
+    def receive(self, timeout: float | None = None) -> Message | None:
+        """The next message, waiting up to `timeout` seconds (None: no limit); None when
+        the timeout passes. Messages the daemon delivers again (after a reconnect) are
+        dropped when this client already handed them over. Raises the session's error
+        once it is closed (SessionClosed) and its queue is empty, and DaemonUnavailable
+        when the daemon is gone and not back by the timeout."""
+        return self._client._receive(self._state, timeout)
+
+    def close(self, *, timeout: float | None = None) -> None:
+        """CLOSE: end the session for good, here and on the server."""
+        self._client._release(self._state, p.CLOSE, timeout)
+
+    def detach(self, *, timeout: float | None = None) -> None:
+        """DETACH: let go of the session; it lives on (`client.attach(id)` later)."""
+        self._client._release(self._state, p.DETACH, timeout)
+
+    def __iter__(self) -> Iterator[Message]:
+        while True:
+            message = self.receive()
+            if message is not None:
+                yield message
+
+    def __repr__(self) -> str:
+        return f"Session(id={self.id})"
+
+
+def connect(socket: str | os.PathLike[str] | None = None, name: str | None = None, *,
+            timeout: float | None = DEFAULT_TIMEOUT) -> Client:
+    """Connect to imagentd and say HELLO.
+
+    `socket`: the socket's path (default: $IMAGENT_SOCKET, /run/imagent/imagent.sock,
+    $XDG_RUNTIME_DIR/imagent/imagent.sock; PATH.admin is tried first). `name`: the
+    client's name in the daemon's logs. `timeout`: the default limit (seconds, None:
+    none) of each call that waits for the daemon. Raises DaemonUnavailable when no
+    daemon answers now."""
+    client = Client(resolve_socket(socket), name if name is not None else _program_name(), timeout)
+    client._connect_first(_deadline(timeout))
+    return client
+
+
+def _program_name() -> str:
+    return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"
+
+
+def _deadline(timeout: float | None) -> float | None:
+    return None if timeout is None else time.monotonic() + timeout
+
+
+def _remaining(deadline: float | None) -> float | None:
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
+def _passed(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() >= deadline
+
+
+

@@ -1,0 +1,413 @@
+"""What the blocking and the asyncio clients share: the protocol state of one
+client, without I/O, threads or an event loop.
+
+The core matches replies to requests, keeps each attached session's resume
+state (the last seq ACCEPTED, the highest seq received, the highest seq the
+program acknowledged), queues received messages and events, and decides, after
+a re-attach, whether a send in flight was stored. The clients only move bytes,
+wait, and reconnect; after `feed` they write `take_outgoing()` and wake waiters.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import protocol as p
+from .errors import Error, IPCError, SessionClosed, ipc_error
+
+#: Events kept for `next_event` before the oldest are dropped.
+EVENT_QUEUE_LIMIT = 1024
+
+LINK_STATE_NAMES = {0: "disconnected", 1: "connecting", 2: "connected", 3: "disconnecting"}
+SESSION_STATE_NAMES = {0: "pending", 1: "open", 2: "paused", 3: "failed", 4: "closed"}
+SESSION_CLOSED_STATE = 4
+
+#: Reconnect delays before attempt n (seconds), then `BACKOFF_CAP`; each is
+#: scaled by a random factor in [0.5, 1] so that clients of a restarted daemon
+#: do not all come back at once.
+BACKOFF_TABLE = (0.0, 0.02, 0.05, 0.1, 0.2, 0.4, 0.8)
+BACKOFF_CAP = 1.0
+
+
+def backoff(attempt: int, jitter: float | None = None) -> float:
+    """The delay before reconnect attempt `attempt` (0 = the first, at once)."""
+    base = BACKOFF_TABLE[attempt] if attempt < len(BACKOFF_TABLE) else BACKOFF_CAP
+    factor = random.uniform(0.5, 1.0) if jitter is None else jitter
+    return base * factor
+
+
+class Message:
+    """An inbound message of a session: `session`, `seq`, `payload` (bytes).
+
+    `ack()` acknowledges it and every earlier message of its session (ACK is
+    cumulative); the daemon delivers unacknowledged messages again after the
+    next attach, and the client drops those it already handed over.
+    """
+
+    __slots__ = ("session", "seq", "payload", "_ack")
+
+    def __init__(self, session: int, seq: int, payload: bytes, ack: Callable[[int, int], None]) -> None:
+        self.session = session
+        self.seq = seq
+        self.payload = payload
+        self._ack = ack
+
+    def ack(self) -> None:
+        """Acknowledge this message (and the session's earlier ones). Never blocks on
+        a reply; while the daemon is away, the ACK is sent after the re-attach."""
+        self._ack(self.session, self.seq)
+
+    def __repr__(self) -> str:
+        return f"Message(session={self.session}, seq={self.seq}, payload={len(self.payload)} bytes)"
+
+
+# MARK: Events
+
+
+@dataclass(frozen=True, slots=True)
+class LinkStateEvent:
+    """The daemon's link to the server changed state (0 disconnected .. 3 disconnecting;
+    unknown values are kept)."""
+
+    state: int
+
+    @property
+    def state_name(self) -> str:
+        return LINK_STATE_NAMES.get(self.state, str(self.state))
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStateEvent:
+    """A session's state changed (0 pending, 1 open, 2 paused, 3 failed, 4 closed);
+    `error` says why when the daemon gave a CODE."""
+
+    session: int
+    state: int
+    error: IPCError | None
+
+    @property
+    def state_name(self) -> str:
+        return SESSION_STATE_NAMES.get(self.state, str(self.state))
+
+
+@dataclass(frozen=True, slots=True)
+class AckedEvent:
+    """The server holds every outbound message of `session` up to `seq`."""
+
+    session: int
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class ExpiredEvent:
+    """Outbound message `seq` was given up: `error` is Expired, UpstreamRejected or PayloadTooLarge."""
+
+    session: int
+    seq: int
+    error: IPCError
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorEvent:
+    """An ERROR the daemon sent with request 0 (a refused ACK, a refused connection)."""
+
+    error: IPCError
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionEvent:
+    """The client lost (`connected` False) or regained its connection to the daemon."""
+
+    connected: bool
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    """A WATCH subscriber's EVENT: one JSON object."""
+
+    document: dict[str, Any]
+
+
+Event = LinkStateEvent | SessionStateEvent | AckedEvent | ExpiredEvent | ErrorEvent | ConnectionEvent | WatchEvent
+
+
+# MARK: State
+
+
+class Pending:
+    """A request awaiting its reply on connection `generation`."""
+
+    __slots__ = ("request", "generation", "frame", "reply", "error", "lost", "waker")
+
+    def __init__(self, request: int, generation: int, frame: bytes) -> None:
+        self.request = request
+        self.generation = generation
+        self.frame = frame
+        self.reply: p.Frame | None = None
+        self.error: IPCError | None = None
+        self.lost = False
+        self.waker: Callable[[], None] | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.reply is not None or self.error is not None or self.lost
+
+    def _finish(self) -> None:
+        if self.waker is not None:
+            self.waker()
+
+
+class SessionState:
+    """What the client remembers of an attached session, across reconnects."""
+
+    __slots__ = ("id", "attached_generation", "last_accepted", "acked_seq", "state",
+                 "highest_received", "program_acked", "queue", "error", "released")
+
+    def __init__(self, session: int) -> None:
+        self.id = session
+        #: The connection this session is attached to; another value: re-attach first.
+        self.attached_generation = -1
+        #: The highest outbound seq ACCEPTED (OPENED's SENT_SEQ to begin with).
+        self.last_accepted = 0
+        self.acked_seq = 0
+        self.state = 0
+        #: The highest inbound seq queued or handed over: MESSAGEs at or below it are redeliveries.
+        self.highest_received = 0
+        #: The highest inbound seq the program acknowledged (sent again after a re-attach).
+        self.program_acked = 0
+        self.queue: deque[Message] = deque()
+        #: Why the session cannot be used any more (closed, not ours), or None.
+        self.error: Error | None = None
+        #: Closed or detached by the program: not re-attached.
+        self.released = False
+
+
+class ClientCore:
+    """The protocol state of one client connection and its sessions (no I/O)."""
+
+    def __init__(self, name: str | None) -> None:
+        self.name = name
+        self.generation = 0
+        self.connected = False
+        self.max_payload = p.DEFAULT_MAX_PAYLOAD
+        self.daemon_version = ""
+        self.link_state = 0
+        self.sessions: dict[int, SessionState] = {}
+        self.pending: dict[int, Pending] = {}
+        self.events: deque[Event] = deque(maxlen=EVENT_QUEUE_LIMIT)
+        self.events_dropped = 0
+        self.redeliveries_dropped = 0
+        self.queued = 0
+        self.decoder = p.FrameDecoder()
+        self._next_request = 1
+        self._outgoing: list[bytes] = []
+        #: What `Message.ack()` calls: the client's.
+        self.ack_callback: Callable[[int, int], None] = _no_ack
+
+    # MARK: Connections
+
+    def connection_made(self) -> Pending:
+        """A new connection: returns HELLO, to be written first."""
+        self.generation += 1
+        self.connected = True
+        self.decoder = p.FrameDecoder()
+        self._outgoing.clear()
+        records = p.u8(p.IPC_VERSION, 1)
+        if self.name is not None:
+            records += p.text(p.CLIENT_NAME, self.name[:128])
+        return self.request(p.HELLO, records)
+
+    def welcome(self, frame: p.Frame) -> None:
+        self.daemon_version = frame.text(p.DAEMON_VERSION, "")
+        self.max_payload = frame.optional_integer(p.MAX_PAYLOAD) or p.DEFAULT_MAX_PAYLOAD
+        self.link_state = frame.optional_integer(p.LINK_STATE) or 0
+        self.decoder.max_payload = self.max_payload
+
+    def connection_lost(self, reason: str) -> None:
+        """The connection of this generation is gone: its requests are lost."""
+        if not self.connected:
+            return
+        self.connected = False
+        for request, pending in list(self.pending.items()):
+            if pending.generation == self.generation:
+                del self.pending[request]
+                pending.lost = True
+                pending._finish()
+        self._outgoing.clear()
+        self._event(ConnectionEvent(False, reason))
+
+    def needs_attach(self, session: SessionState) -> bool:
+        return not session.released and session.error is None and session.attached_generation != self.generation
+
+    # MARK: Requests
+
+    def request(self, op: int, records: bytes = b"") -> Pending:
+        request = self._next_request
+        self._next_request = request + 1 if request < 0xFFFFFFFF else 1
+        pending = Pending(request, self.generation, p.encode(op, request, records))
+        self.pending[request] = pending
+        return pending
+
+    def send_request(self, session: int, payload: bytes, ttl_ms: int | None) -> Pending:
+        request = self._next_request
+        self._next_request = request + 1 if request < 0xFFFFFFFF else 1
+        pending = Pending(request, self.generation, p.send_frame(request, session, payload, ttl_ms))
+        self.pending[request] = pending
+        return pending
+
+    def forget(self, pending: Pending) -> None:
+        """A request whose caller stopped waiting (timeout): its reply will be ignored."""
+        self.pending.pop(pending.request, None)
+
+    def take_outgoing(self) -> bytes:
+        """Frames the core wants written (ACKs again after a re-attach)."""
+        if not self._outgoing:
+            return b""
+        data = b"".join(self._outgoing)
+        self._outgoing.clear()
+        return data
+
+    def ack_frame(self, session: int, seq: int) -> bytes | None:
+        """Records the program's ACK; returns the frame to write now, or None when the
+        session is not attached on this connection (it is sent after the re-attach)."""
+        state = self.sessions.get(session)
+        if state is None:
+            return None
+        if seq > state.program_acked:
+            state.program_acked = seq
+        if not self.connected or state.attached_generation != self.generation:
+            return None
+        return p.encode(p.ACK, 0, p.u64(p.SESSION, session) + p.u64(p.SEQ, seq))
+
+    # MARK: Input
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        """Handles the frames `data` completes; raises ProtocolError on a bad frame."""
+        for frame in self.decoder.feed(data):
+            self.handle(frame)
+
+    def handle(self, frame: p.Frame) -> None:
+        op = frame.op
+        if op == p.EV_MESSAGE:
+            self._message(frame)
+        elif frame.request != 0:
+            # Also for a request whose caller stopped waiting: what it did is kept.
+            if op == p.OPENED:
+                self._opened(frame)
+            elif op == p.ACCEPTED:
+                state = self.sessions.get(frame.integer(p.SESSION))
+                if state is not None:
+                    state.last_accepted = max(state.last_accepted, frame.integer(p.SEQ))
+            pending = self.pending.pop(frame.request, None)
+            if pending is None:
+                return
+            if op == p.ERROR:
+                pending.error = ipc_error(frame.integer(p.CODE), frame.text(p.MESSAGE, ""))
+            else:
+                pending.reply = frame
+            pending._finish()
+        elif op == p.ERROR:
+            self._event(ErrorEvent(ipc_error(frame.integer(p.CODE), frame.text(p.MESSAGE, ""))))
+        elif op == p.EV_ACKED:
+            session, seq = frame.integer(p.SESSION), frame.integer(p.SEQ)
+            state = self.sessions.get(session)
+            if state is not None:
+                state.acked_seq = max(state.acked_seq, seq)
+            self._event(AckedEvent(session, seq))
+        elif op == p.EV_EXPIRED:
+            error = ipc_error(frame.integer(p.CODE), frame.text(p.MESSAGE, ""))
+            self._event(ExpiredEvent(frame.integer(p.SESSION), frame.integer(p.SEQ), error))
+        elif op == p.EV_SESSION_STATE:
+            self._session_state(frame)
+        elif op == p.EV_LINK_STATE:
+            self.link_state = frame.integer(p.LINK_STATE)
+            self._event(LinkStateEvent(self.link_state))
+        elif op == p.EV_EVENT:
+            document = json.loads(frame.text(p.JSON))
+            self._event(WatchEvent(document if isinstance(document, dict) else {"value": document}))
+        # Any other op is a newer daemon's: skipped.
+
+    def _message(self, frame: p.Frame) -> None:
+        records = frame.records
+        try:
+            session = int.from_bytes(records[p.SESSION], "big")
+            seq = int.from_bytes(records[p.SEQ], "big")
+            payload = records[p.PAYLOAD]
+        except KeyError:
+            raise p.ProtocolError("MESSAGE without SESSION, SEQ or PAYLOAD") from None
+        state = self.sessions.get(session)
+        if state is None or state.released:
+            return
+        if seq <= state.highest_received:
+            self.redeliveries_dropped += 1
+            return
+        state.highest_received = seq
+        state.queue.append(Message(session, seq, payload, self.ack_callback))
+        self.queued += 1
+
+    def _opened(self, frame: p.Frame) -> None:
+        session = frame.integer(p.SESSION)
+        state = self.sessions.get(session)
+        if state is None:
+            state = self.sessions[session] = SessionState(session)
+        state.attached_generation = self.generation
+        state.released = False
+        state.state = frame.integer(p.SESSION_STATE)
+        # The daemon counts every SEND that will ever be ACCEPTED: a send in flight
+        # is stored exactly when SENT_SEQ passed the last seq we saw ACCEPTED.
+        state.last_accepted = max(state.last_accepted, frame.integer(p.SENT_SEQ))
+        state.acked_seq = max(state.acked_seq, frame.integer(p.ACKED_SEQ))
+        delivered = frame.integer(p.DELIVERED_SEQ)
+        state.highest_received = max(state.highest_received, delivered)
+        if state.program_acked > delivered:
+            self._outgoing.append(p.encode(p.ACK, 0, p.u64(p.SESSION, session) + p.u64(p.SEQ, state.program_acked)))
+
+    def _session_state(self, frame: p.Frame) -> None:
+        session, value = frame.integer(p.SESSION), frame.integer(p.SESSION_STATE)
+        code = frame.optional_integer(p.CODE)
+        error = ipc_error(code, frame.text(p.MESSAGE, "")) if code is not None else None
+        state = self.sessions.get(session)
+        if state is not None:
+            state.state = value
+            if value == SESSION_CLOSED_STATE and state.error is None:
+                state.error = error if error is not None else SessionClosed("the session was closed")
+        self._event(SessionStateEvent(session, value, error))
+
+    def _event(self, event: Event) -> None:
+        if len(self.events) == self.events.maxlen:
+            self.events_dropped += 1
+        self.events.append(event)
+
+    # MARK: Program side
+
+    def pop_message(self, state: SessionState) -> Message | None:
+        if not state.queue:
+            return None
+        self.queued -= 1
+        return state.queue.popleft()
+
+    def release(self, session: int) -> None:
+        """The program closed or detached the session: forget it."""
+        state = self.sessions.pop(session, None)
+        if state is not None:
+            state.released = True
+            self.queued -= len(state.queue)
+            state.queue.clear()
+
+
+def _no_ack(session: int, seq: int) -> None:
+    raise NotImplementedError("a core without a client")
+
+
+def json_result(frame: p.Frame) -> dict[str, Any]:
+    """RESULT's JSON object."""
+    document = json.loads(frame.text(p.JSON))
+    if not isinstance(document, dict):
+        raise p.ProtocolError("RESULT's JSON is not an object")
+    return document

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 import select
-import sys
 import socket as socket_module
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,43 +21,20 @@ from typing import Any
 
 from . import protocol as p
 from .core import (
-    ClientCore, ConnectionEvent, Event, Message, Pending, SessionState, backoff, json_result,
+    ClientCore, ConnectionEvent, Event, Message, Pending, SessionState, backoff, deadline_after, json_result,
+    passed, remaining, ttl_milliseconds,
 )
 from .errors import (
     ClientClosed, DaemonUnavailable, Error, IPCError, PayloadTooLarge, PermissionDenied, SessionClosed,
     TimedOut, UnknownSession, VersionUnsupported,
 )
-from .paths import candidates, resolve_socket
+from .paths import open_socket, resolve_socket
 
 #: The default timeout of a call that waits for the daemon (seconds).
 DEFAULT_TIMEOUT = 60.0
 _READ_SIZE = 256 * 1024
 #: Errors after which a session cannot be attached again.
 _FATAL_ATTACH = (SessionClosed, UnknownSession, PermissionDenied)
-
-
-def open_socket(path: str) -> socket_module.socket:
-    """A connected, non-blocking socket: PATH.admin if this user may use it, else PATH.
-    Raises OSError (from PATH) when neither accepts."""
-    admin, plain = candidates(path)
-    for candidate in (admin, plain):
-        sock = socket_module.socket(socket_module.AF_UNIX, socket_module.SOCK_STREAM)
-        sock.setblocking(False)
-        try:
-            sock.connect(candidate)
-            return sock
-        except OSError:
-            # No permission, no such file, refused, or its listen queue full (EAGAIN).
-            sock.close()
-            if candidate == plain:
-                raise
-    raise AssertionError("unreachable")
-
-
-def ttl_milliseconds(ttl: float | None) -> int | None:
-    if ttl is None or ttl <= 0:
-        return None
-    return min(0xFFFFFFFF, max(1, round(ttl * 1000)))
 
 
 class Client:
@@ -119,6 +96,28 @@ class Client:
         reply = self._call(p.OPEN, p.u64(p.SESSION, session_id), timeout)
         return Session(self, self._core.sessions[reply.integer(p.SESSION)])
 
+    def send_to(self, session_id: int, payload: bytes, ttl: float | None = None, *,
+                timeout: float | None = None) -> int:
+        """SEND on a session of this user that this client has not attached (one attached
+        to no connection: `imagent send` does this); returns the seq once ACCEPTED.
+        Without an attach there is no SENT_SEQ to resolve a lost reply: when the
+        connection goes before ACCEPTED, this raises DaemonUnavailable and the message
+        may or may not have been stored."""
+        if len(payload) > self._core.max_payload:
+            raise PayloadTooLarge(f"payload of {len(payload)} bytes above the daemon's MAX_PAYLOAD {self._core.max_payload}")
+        deadline = self._calldeadline_after(timeout)
+        with self._cond:
+            self._connection(deadline)
+            pending = self._core.send_request(session_id, bytes(payload), ttl_milliseconds(ttl))
+            reply = self._exchange(pending, deadline, lost_is_error=True)
+            assert reply is not None
+            return reply.integer(p.SEQ)
+
+    def close_session(self, session_id: int, *, timeout: float | None = None) -> None:
+        """CLOSE a session by id, attached here or not: it ends for good."""
+        state = self._core.sessions.get(session_id) or SessionState(session_id)
+        self._release(state, p.CLOSE, timeout)
+
     def status(self, *, timeout: float | None = None) -> dict[str, Any]:
         """STATUS: the daemon's and the link's state (imagent-ipc(7), STATUS AND METRICS)."""
         return json_result(self._call(p.STATUS, b"", timeout))
@@ -151,7 +150,7 @@ class Client:
     def next_event(self, timeout: float | None = None) -> Event | None:
         """The next event, reading the socket up to `timeout` seconds (None: no limit);
         None when the timeout passes."""
-        deadline = _deadline(timeout)
+        deadline = deadline_after(timeout)
         core = self._core
         with self._cond:
             while True:
@@ -160,7 +159,7 @@ class Client:
                 self._connection(deadline)
                 generation = core.generation
                 if not self._wait(lambda: bool(core.events) or core.generation != generation or not core.connected,
-                                  deadline) and _passed(deadline):
+                                  deadline) and passed(deadline):
                     return None if not core.events else core.events.popleft()
 
     def close(self) -> None:
@@ -183,7 +182,7 @@ class Client:
         core = self._core
         if len(payload) > core.max_payload:
             raise PayloadTooLarge(f"payload of {len(payload)} bytes above the daemon's MAX_PAYLOAD {core.max_payload}")
-        deadline = self._call_deadline(timeout)
+        deadline = self._calldeadline_after(timeout)
         ttl_ms = ttl_milliseconds(ttl)
         with self._cond:
             self._attached(state, deadline)
@@ -201,7 +200,7 @@ class Client:
 
     def _receive(self, state: SessionState, timeout: float | None) -> Message | None:
         core = self._core
-        deadline = _deadline(timeout)
+        deadline = deadline_after(timeout)
         with self._cond:
             while True:
                 message = core.pop_message(state)
@@ -215,11 +214,11 @@ class Client:
                 generation = core.generation
                 self._wait(lambda: bool(state.queue) or state.error is not None or core.generation != generation
                            or not core.connected, deadline)
-                if not state.queue and _passed(deadline):
+                if not state.queue and passed(deadline):
                     return None
 
     def _release(self, state: SessionState, op: int, timeout: float | None) -> None:
-        deadline = self._call_deadline(timeout)
+        deadline = self._calldeadline_after(timeout)
         with self._cond:
             lost_once = False
             try:
@@ -245,7 +244,7 @@ class Client:
             frame = self._core.ack_frame(session, seq)
             if frame is not None and self._sock is not None and not self._connecting:
                 try:
-                    self._write(frame, _deadline(self.timeout))
+                    self._write(frame, deadline_after(self.timeout))
                 except (OSError, TimedOut):
                     pass  # sent again after the re-attach
 
@@ -253,7 +252,7 @@ class Client:
 
     def _call(self, op: int, records: bytes, timeout: float | None) -> p.Frame:
         """A request, made again on the next connection when its connection is lost."""
-        deadline = self._call_deadline(timeout)
+        deadline = self._calldeadline_after(timeout)
         with self._cond:
             while True:
                 self._connection(deadline)
@@ -319,9 +318,9 @@ class Client:
             if self._sock is not None and not self._connecting:
                 return
             if self._connecting:
-                if _passed(deadline):
+                if passed(deadline):
                     raise DaemonUnavailable(f"imagentd at {self.path} is not back: reconnecting")
-                self._cond.wait(_remaining(deadline))
+                self._cond.wait(remaining(deadline))
                 continue
             if attempts is not None and attempt >= attempts:
                 raise DaemonUnavailable(f"cannot connect to imagentd at {self.path}: {last_failure}")
@@ -412,12 +411,12 @@ class Client:
             if self._sock is None:
                 return False
             if self._reading:
-                if _passed(deadline):
+                if passed(deadline):
                     return False
-                self._cond.wait(_remaining(deadline))
+                self._cond.wait(remaining(deadline))
             else:
                 self._read(deadline)  # at least once, also for a timeout of 0
-                if _passed(deadline):
+                if passed(deadline):
                     return done()
         return True
 
@@ -433,7 +432,7 @@ class Client:
             try:
                 count = sock.recv_into(self._buffer)
             except BlockingIOError:
-                timeout = _remaining(deadline)
+                timeout = remaining(deadline)
                 if self._poll.poll(None if timeout is None else max(0, int(timeout * 1000) + 1)):
                     count = sock.recv_into(self._buffer)
         except BlockingIOError:
@@ -476,10 +475,10 @@ class Client:
                 sent = 0
             view = view[sent:]
             if view:
-                if _passed(deadline):
+                if passed(deadline):
                     self._drop("a write timed out")
                     raise TimedOut("imagentd did not read in time")
-                ready = select.select([sock] if not self._reading else [], [sock], [], _remaining(deadline))
+                ready = select.select([sock] if not self._reading else [], [sock], [], remaining(deadline))
                 if ready[0]:
                     self._read_now(sock)
 
@@ -513,8 +512,8 @@ class Client:
         self._core.connection_lost(reason)
         self._cond.notify_all()
 
-    def _call_deadline(self, timeout: float | None) -> float | None:
-        return _deadline(self.timeout if timeout is None else timeout)
+    def _calldeadline_after(self, timeout: float | None) -> float | None:
+        return deadline_after(self.timeout if timeout is None else timeout)
 
 
 class Session:
@@ -554,11 +553,11 @@ class Session:
         long as this client is the session's only sender. `timeout` (default: the
         client's) bounds the whole call, reconnecting included: TimedOut (the message
         may have been stored) or DaemonUnavailable."""
-        deadline = _deadline(self._client.timeout if timeout is None else timeout)
+        deadline = deadline_after(self._client.timeout if timeout is None else timeout)
         if not self._send_lock.acquire(timeout=-1 if deadline is None else max(0.0, deadline - time.monotonic())):
             raise TimedOut("another send on this session did not finish in time")
         try:
-            return self._client._send(self._state, bytes(payload), ttl, _remaining(deadline))
+            return self._client._send(self._state, bytes(payload), ttl, remaining(deadline))
         finally:
             self._send_lock.release()
 
@@ -598,24 +597,9 @@ def connect(socket: str | os.PathLike[str] | None = None, name: str | None = Non
     none) of each call that waits for the daemon. Raises DaemonUnavailable when no
     daemon answers now."""
     client = Client(resolve_socket(socket), name if name is not None else _program_name(), timeout)
-    client._connect_first(_deadline(timeout))
+    client._connect_first(deadline_after(timeout))
     return client
 
 
 def _program_name() -> str:
     return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"
-
-
-def _deadline(timeout: float | None) -> float | None:
-    return None if timeout is None else time.monotonic() + timeout
-
-
-def _remaining(deadline: float | None) -> float | None:
-    return None if deadline is None else max(0.0, deadline - time.monotonic())
-
-
-def _passed(deadline: float | None) -> bool:
-    return deadline is not None and time.monotonic() >= deadline
-
-
-

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -411,3 +412,21 @@ def json_result(frame: p.Frame) -> dict[str, Any]:
     if not isinstance(document, dict):
         raise p.ProtocolError("RESULT's JSON is not an object")
     return document
+
+
+def ttl_milliseconds(ttl: float | None) -> int | None:
+    if ttl is None or ttl <= 0:
+        return None
+    return min(0xFFFFFFFF, max(1, round(ttl * 1000)))
+
+
+def deadline_after(timeout: float | None) -> float | None:
+    return None if timeout is None else time.monotonic() + timeout
+
+
+def remaining(deadline: float | None) -> float | None:
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
+def passed(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() >= deadline

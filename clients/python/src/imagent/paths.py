@@ -1,8 +1,9 @@
-"""Where the daemon's socket is (imagent-ipc(7), THE SOCKET)."""
+"""Where the daemon's socket is, and connecting to it (imagent-ipc(7), THE SOCKET)."""
 
 from __future__ import annotations
 
 import os
+import socket
 
 SYSTEM_SOCKET = "/run/imagent/imagent.sock"
 
@@ -30,3 +31,21 @@ def candidates(path: str) -> tuple[str, str]:
     """The paths to try in order: PATH.admin (root, the daemon's user and its admins
     connect there, out of reach of other users' floods), then PATH."""
     return (path + ".admin", path)
+
+
+def open_socket(path: str) -> socket.socket:
+    """A connected, non-blocking socket: PATH.admin if this user may use it, else PATH.
+    Raises OSError (from PATH) when neither accepts."""
+    admin, plain = candidates(path)
+    for candidate in (admin, plain):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        try:
+            sock.connect(candidate)
+            return sock
+        except OSError:
+            # No permission, no such file, refused, or its listen queue full (EAGAIN).
+            sock.close()
+            if candidate == plain:
+                raise
+    raise AssertionError("unreachable")

@@ -1,0 +1,552 @@
+"""The asyncio client: `imagent.aio.connect()`, with the blocking client's shape.
+
+    async with imagent.aio.connect() as client:
+        session = await client.open("echo")
+        await session.send(b"hello")
+        async for message in session:
+            ...
+            message.ack()
+
+The event loop reads the socket as bytes come. Reading pauses while the client
+holds more than `max_queued` received messages that the program has not taken
+and no call waits (for a reply, a message or an event), so a program that does
+not receive leaves the messages with the daemon instead of in its memory.
+Not thread-safe: use a client from its event loop only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Generator
+from types import TracebackType
+from typing import Any
+
+from . import protocol as p
+from .core import (
+    ClientCore, ConnectionEvent, Event, Message, Pending, SessionState, backoff, deadline_after, json_result,
+    passed, remaining, ttl_milliseconds,
+)
+from .errors import (
+    ClientClosed, DaemonUnavailable, IPCError, PayloadTooLarge, PermissionDenied, SessionClosed, TimedOut,
+    UnknownSession, VersionUnsupported,
+)
+from .paths import open_socket, resolve_socket
+
+DEFAULT_TIMEOUT = 60.0
+#: Received messages held (all sessions) before reading pauses while no call waits.
+DEFAULT_MAX_QUEUED = 10000
+_FATAL_ATTACH = (SessionClosed, UnknownSession, PermissionDenied)
+
+
+class _Protocol(asyncio.Protocol):
+    def __init__(self, client: Client, generation: int) -> None:
+        self.client = client
+        self.generation = generation
+
+    def data_received(self, data: bytes) -> None:
+        self.client._data(self.generation, data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.client._lost(self.generation, str(exc) if exc else "imagentd closed the connection")
+
+
+class Client:
+    """A connection to imagentd that survives the daemon's restarts (asyncio).
+
+    Made by `imagent.aio.connect()`; `async with` closes it. Methods are coroutines
+    except `events()`. Sends on one session are made one at a time."""
+
+    def __init__(self, path: str, name: str | None, timeout: float | None, max_queued: int) -> None:
+        self.path = path
+        self.timeout = timeout
+        self.max_queued = max_queued
+        self._loop = asyncio.get_running_loop()
+        self._core = ClientCore(name)
+        self._core.ack_callback = self._ack
+        self._transport: asyncio.Transport | None = None
+        self._ready = False
+        self._paused = False
+        self._closed = False
+        self._ever_connected = False
+        self._connecting: asyncio.Task[None] | None = None
+        self._waiters: dict[int, asyncio.Future[None]] = {}
+        self._event_waiter: asyncio.Future[None] | None = None
+
+    # MARK: Public API
+
+    @property
+    def daemon_version(self) -> str:
+        return self._core.daemon_version
+
+    @property
+    def max_payload(self) -> int:
+        return self._core.max_payload
+
+    @property
+    def link_state(self) -> int:
+        return self._core.link_state
+
+    async def open(self, service: str, *, priority: int | None = None, durable: bool | None = None,
+                   timeout: float | None = None) -> Session:
+        """Create a new session to `service` and attach it (see the blocking `Client.open`)."""
+        records = p.text(p.SERVICE, service)
+        if priority is not None:
+            records += p.u8(p.PRIORITY, priority)
+        if durable is not None:
+            records += p.u8(p.DURABLE, 1 if durable else 0)
+        reply = await self._call(p.OPEN, records, timeout)
+        return Session(self, self._core.sessions[reply.integer(p.SESSION)])
+
+    async def attach(self, session_id: int, *, timeout: float | None = None) -> Session:
+        """Attach an existing session: its unacknowledged messages come again."""
+        reply = await self._call(p.OPEN, p.u64(p.SESSION, session_id), timeout)
+        return Session(self, self._core.sessions[reply.integer(p.SESSION)])
+
+    async def send_to(self, session_id: int, payload: bytes, ttl: float | None = None, *,
+                      timeout: float | None = None) -> int:
+        """SEND on a session not attached here (see the blocking `Client.send_to`)."""
+        self._check_size(payload)
+        deadline = self._call_deadline(timeout)
+        await self._connection(deadline)
+        reply = await self._exchange(self._core.send_request(session_id, bytes(payload), ttl_milliseconds(ttl)), deadline)
+        if reply is None:
+            raise DaemonUnavailable("the connection to imagentd was lost before ACCEPTED")
+        return reply.integer(p.SEQ)
+
+    async def close_session(self, session_id: int, *, timeout: float | None = None) -> None:
+        """CLOSE a session by id, attached here or not."""
+        state = self._core.sessions.get(session_id) or SessionState(session_id)
+        await self._release(state, p.CLOSE, timeout)
+
+    async def status(self, *, timeout: float | None = None) -> dict[str, Any]:
+        """STATUS as a dict."""
+        return json_result(await self._call(p.STATUS, b"", timeout))
+
+    async def sessions(self, *, timeout: float | None = None) -> dict[str, Any]:
+        """SESSIONS as a dict."""
+        return json_result(await self._call(p.SESSIONS, b"", timeout))
+
+    async def metrics(self, *, timeout: float | None = None) -> dict[str, Any]:
+        """METRICS as a dict."""
+        return json_result(await self._call(p.METRICS, b"", timeout))
+
+    async def ping(self, *, timeout: float | None = None) -> float:
+        """The round trip to the daemon, in seconds."""
+        start = self._loop.time()
+        await self._call(p.PING, b"", timeout)
+        return self._loop.time() - start
+
+    def events(self) -> list[Event]:
+        """The events received and not yet taken, oldest first (at most 1024 kept)."""
+        taken = list(self._core.events)
+        self._core.events.clear()
+        return taken
+
+    async def next_event(self, timeout: float | None = None) -> Event | None:
+        """The next event, or None when `timeout` seconds pass first."""
+        deadline = deadline_after(timeout)
+        while not self._core.events:
+            await self._connection(deadline)
+            if self._paused:
+                self._resume()
+            if self._event_waiter is None or self._event_waiter.done():
+                self._event_waiter = self._loop.create_future()
+            if not await _wait(self._event_waiter, deadline):
+                return None
+        return self._core.events.popleft()
+
+    async def close(self) -> None:
+        """Close the connection; the sessions live on in the daemon (detached)."""
+        self._closed = True
+        if self._connecting is not None:
+            self._connecting.cancel()
+        self._drop("the client was closed")
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                        traceback: TracebackType | None) -> None:
+        await self.close()
+
+    # MARK: Sessions
+
+    async def _send(self, state: SessionState, payload: bytes, ttl: float | None, deadline: float | None) -> int:
+        self._check_size(payload)
+        ttl_ms = ttl_milliseconds(ttl)
+        await self._attached(state, deadline)
+        # One send at a time per session: SENT_SEQ beyond this tells this one was stored.
+        before = state.last_accepted
+        while True:
+            pending = self._core.send_request(state.id, payload, ttl_ms)
+            try:
+                reply = await self._exchange(pending, deadline)
+            except TimedOut:
+                self._drop("a SEND timed out")  # the next attach's SENT_SEQ tells the next send
+                raise
+            if reply is not None:
+                return reply.integer(p.SEQ)
+            await self._attached(state, deadline)
+            if state.last_accepted > before:
+                return state.last_accepted
+
+    async def _receive(self, state: SessionState, timeout: float | None) -> Message | None:
+        deadline = deadline_after(timeout)
+        while True:
+            message = self._core.pop_message(state)
+            if message is not None:
+                if self._paused and self._core.queued <= self.max_queued // 2:
+                    self._resume()
+                return message
+            if state.error is not None:
+                raise state.error
+            if state.released or self._closed:
+                raise ClientClosed("the session was closed or detached by this program")
+            await self._attached(state, deadline)
+            if state.queue:
+                continue
+            if self._paused:
+                self._resume()
+            waiter = self._waiters.get(state.id)
+            if waiter is None or waiter.done():
+                waiter = self._waiters[state.id] = self._loop.create_future()
+            if not await _wait(waiter, deadline) and not state.queue:
+                return None
+
+    async def _release(self, state: SessionState, op: int, timeout: float | None) -> None:
+        deadline = self._call_deadline(timeout)
+        lost_once = False
+        try:
+            while True:
+                await self._connection(deadline)
+                try:
+                    reply = await self._exchange(self._core.request(op, p.u64(p.SESSION, state.id)), deadline)
+                except (SessionClosed, UnknownSession):
+                    if lost_once:
+                        break  # the CLOSE lost with its connection did it
+                    raise
+                if reply is not None or op == p.DETACH:
+                    break  # a connection that goes detaches its sessions
+                lost_once = True
+        finally:
+            self._core.release(state.id)
+            self._wake_sessions()
+
+    def _ack(self, session: int, seq: int) -> None:
+        if self._closed:
+            raise ClientClosed("the client is closed")
+        frame = self._core.ack_frame(session, seq)
+        if frame is not None and self._transport is not None and self._ready:
+            self._transport.write(frame)
+
+    # MARK: Requests
+
+    async def _call(self, op: int, records: bytes, timeout: float | None) -> p.Frame:
+        deadline = self._call_deadline(timeout)
+        while True:
+            await self._connection(deadline)
+            reply = await self._exchange(self._core.request(op, records), deadline)
+            if reply is not None:
+                return reply
+
+    async def _exchange(self, pending: Pending, deadline: float | None) -> p.Frame | None:
+        """Writes the request and awaits its reply: the reply, or None when the
+        connection was lost; raises its ERROR, or TimedOut."""
+        transport = self._transport
+        if transport is None or pending.generation != self._core.generation:
+            self._core.forget(pending)
+            return None
+        done = self._reply_future(pending)
+        transport.write(pending.frame)
+        if self._paused:
+            self._resume()  # the reply may be behind the messages held back
+        if not await _wait(done, deadline):
+            self._core.forget(pending)
+            op = int.from_bytes(pending.frame[4:6], "big")
+            raise TimedOut(f"no reply to {p.OP_NAMES.get(op, hex(op))} from imagentd within the timeout")
+        if pending.reply is not None:
+            return pending.reply
+        if pending.error is not None:
+            raise pending.error
+        return None
+
+    # MARK: The connection
+
+    async def _attached(self, state: SessionState, deadline: float | None) -> None:
+        while True:
+            if state.error is not None:
+                raise state.error
+            await self._connection(deadline)
+            if not self._core.needs_attach(state):
+                return
+            try:
+                await self._exchange(self._core.request(p.OPEN, p.u64(p.SESSION, state.id)), deadline)
+            except _FATAL_ATTACH as error:
+                state.error = error
+                raise
+
+    async def _connection(self, deadline: float | None, attempts: int | None = None) -> None:
+        """Returns once a connection is up (HELLO answered, sessions re-attached); one
+        task reconnects, with backoff, for every caller. Raises DaemonUnavailable or
+        TimedOut when `deadline` passes first."""
+        while not (self._ready and self._transport is not None):
+            if self._closed:
+                raise ClientClosed("the client is closed")
+            if self._connecting is None or self._connecting.done():
+                self._connecting = self._loop.create_task(self._reconnect(attempts))
+            task = self._connecting
+            if not await _wait(task, deadline):
+                raise DaemonUnavailable(f"imagentd at {self.path} is not back in time")
+            if task.cancelled():
+                raise ClientClosed("the client is closed")
+            error = task.exception()
+            if error is not None:
+                raise error
+
+    async def _reconnect(self, attempts: int | None) -> None:
+        attempt = 0
+        failure = "not connected"
+        while not self._closed:
+            if attempts is not None and attempt >= attempts:
+                raise DaemonUnavailable(f"cannot connect to imagentd at {self.path}: {failure}")
+            delay = backoff(attempt)
+            attempt += 1
+            if delay:
+                await asyncio.sleep(delay)
+            try:
+                failure = await self._establish()
+            except OSError as error:
+                failure = error.strerror or str(error)
+            if not failure:
+                return
+        raise ClientClosed("the client is closed")
+
+    async def _establish(self) -> str:
+        """One attempt: connect, HELLO, re-attach. "" on success, else why not."""
+        core = self._core
+        sock = open_socket(self.path)
+        hello = core.connection_made()
+        generation = core.generation
+        self._ready = False
+        transport, _ = await self._loop.create_unix_connection(lambda: _Protocol(self, generation), sock=sock)
+        if generation != core.generation or transport.is_closing():
+            transport.close()
+            return "the connection closed at once"
+        self._transport = transport
+        self._paused = False
+        try:
+            welcome = await self._exchange(hello, None)
+        except VersionUnsupported:
+            self._drop("VERSION_UNSUPPORTED")
+            raise
+        except IPCError as error:  # LIMIT_REACHED, SHUTTING_DOWN, ...: try again later
+            self._drop(str(error))
+            return str(error)
+        if welcome is None:
+            return "the connection closed during HELLO"
+        core.welcome(welcome)
+        sessions = [state for state in core.sessions.values() if core.needs_attach(state)]
+        if sessions:
+            pendings = [core.request(p.OPEN, p.u64(p.SESSION, state.id)) for state in sessions]
+            replies = [self._reply_future(pending) for pending in pendings]
+            transport.write(b"".join(pending.frame for pending in pendings))
+            await asyncio.wait(replies)  # a lost connection ends them all
+            for state, pending in zip(sessions, pendings):
+                if pending.lost:
+                    return "the connection closed during the re-attach"
+                if isinstance(pending.error, _FATAL_ATTACH):
+                    state.error = pending.error
+                # Others (SESSION_BUSY, ...) are tried again by the next call on that session.
+        if generation != core.generation or self._transport is None:
+            return "the connection closed during the re-attach"
+        outgoing = core.take_outgoing()
+        if outgoing:
+            self._transport.write(outgoing)
+        self._ready = True
+        if self._ever_connected:
+            core._event(ConnectionEvent(True, "reconnected"))
+        self._ever_connected = True
+        self._wake_sessions()
+        return ""
+
+    def _reply_future(self, pending: Pending) -> asyncio.Future[None]:
+        """A future done when `pending` is (replied, refused or lost)."""
+        done: asyncio.Future[None] = self._loop.create_future()
+        pending.waker = lambda: None if done.done() else done.set_result(None)
+        return done
+
+    # MARK: Protocol callbacks
+
+    def _data(self, generation: int, data: bytes) -> None:
+        core = self._core
+        if generation != core.generation:
+            return
+        try:
+            core.feed(data)
+        except (p.ProtocolError, ValueError) as error:
+            self._drop(f"bad frame from imagentd: {error}")
+            return
+        transport = self._transport
+        if transport is None:
+            return
+        outgoing = core.take_outgoing()
+        if outgoing and self._ready:
+            transport.write(outgoing)
+        self._wake_sessions()
+        if core.events and self._event_waiter is not None and not self._event_waiter.done():
+            self._event_waiter.set_result(None)
+        # Nobody waits for anything and the program has enough to take: let the
+        # daemon hold the rest (it keeps them, and pauses the session upstream).
+        if (core.queued > self.max_queued and not core.pending and not self._waiters and not self._paused
+                and (self._event_waiter is None or self._event_waiter.done())):
+            self._paused = True
+            transport.pause_reading()
+
+    def _lost(self, generation: int, reason: str) -> None:
+        if generation == self._core.generation:
+            self._drop(reason)
+
+    def _drop(self, reason: str) -> None:
+        transport = self._transport
+        self._transport = None
+        self._ready = False
+        if transport is not None:
+            transport.abort()
+        self._core.connection_lost(reason)
+        self._wake_sessions(everyone=True)
+        if self._event_waiter is not None and not self._event_waiter.done():
+            self._event_waiter.set_result(None)
+
+    def _resume(self) -> None:
+        self._paused = False
+        if self._transport is not None:
+            self._transport.resume_reading()
+
+    def _wake_sessions(self, everyone: bool = False) -> None:
+        if not self._waiters:
+            return
+        sessions = self._core.sessions
+        for session, waiter in list(self._waiters.items()):
+            state = sessions.get(session)
+            if everyone or state is None or state.queue or state.error is not None:
+                del self._waiters[session]
+                if not waiter.done():
+                    waiter.set_result(None)
+
+    def _check_size(self, payload: bytes) -> None:
+        if len(payload) > self._core.max_payload:
+            raise PayloadTooLarge(f"payload of {len(payload)} bytes above the daemon's MAX_PAYLOAD {self._core.max_payload}")
+
+    def _call_deadline(self, timeout: float | None) -> float | None:
+        return deadline_after(self.timeout if timeout is None else timeout)
+
+
+class Session:
+    """A session attached through an asyncio `Client`; `async for` receives its messages."""
+
+    def __init__(self, client: Client, state: SessionState) -> None:
+        self._client = client
+        self._state = state
+        self._send_lock = asyncio.Lock()
+        self.id = state.id
+
+    @property
+    def sent_seq(self) -> int:
+        """The highest outbound seq ACCEPTED."""
+        return self._state.last_accepted
+
+    @property
+    def acked_seq(self) -> int:
+        """The highest outbound seq the server has acknowledged."""
+        return self._state.acked_seq
+
+    @property
+    def state(self) -> int:
+        """0 pending, 1 open, 2 paused, 3 failed, 4 closed."""
+        return self._state.state
+
+    async def send(self, payload: bytes, ttl: float | None = None, *, timeout: float | None = None) -> int:
+        """Queue one message; its seq once ACCEPTED. Survives a lost connection as the
+        blocking `Session.send` does (the client being the session's only sender)."""
+        deadline = deadline_after(self._client.timeout if timeout is None else timeout)
+        if not self._send_lock.locked():
+            await self._send_lock.acquire()
+        else:
+            try:
+                await asyncio.wait_for(self._send_lock.acquire(), remaining(deadline))
+            except TimeoutError:
+                raise TimedOut("another send on this session did not finish in time") from None
+        try:
+            return await self._client._send(self._state, bytes(payload), ttl, deadline)
+        finally:
+            self._send_lock.release()
+
+    async def receive(self, timeout: float | None = None) -> Message | None:
+        """The next message, or None when `timeout` seconds pass first (None: no limit)."""
+        return await self._client._receive(self._state, timeout)
+
+    async def close(self, *, timeout: float | None = None) -> None:
+        """CLOSE: end the session for good."""
+        await self._client._release(self._state, p.CLOSE, timeout)
+
+    async def detach(self, *, timeout: float | None = None) -> None:
+        """DETACH: let go of the session; it lives on."""
+        await self._client._release(self._state, p.DETACH, timeout)
+
+    def __aiter__(self) -> Session:
+        return self
+
+    async def __anext__(self) -> Message:
+        while True:
+            message = await self.receive()
+            if message is not None:
+                return message
+
+    def __repr__(self) -> str:
+        return f"Session(id={self.id})"
+
+
+class _Connect:
+    """`await imagent.aio.connect()` or `async with imagent.aio.connect() as client`."""
+
+    def __init__(self, socket: str | os.PathLike[str] | None, name: str | None, timeout: float | None,
+                 max_queued: int) -> None:
+        self._arguments = (socket, name, timeout, max_queued)
+        self._client: Client | None = None
+
+    async def _connect(self) -> Client:
+        socket, name, timeout, max_queued = self._arguments
+        client = Client(resolve_socket(socket), name if name is not None else "python-asyncio", timeout, max_queued)
+        await client._connection(deadline_after(timeout), attempts=1)
+        return client
+
+    def __await__(self) -> Generator[Any, None, Client]:
+        return self._connect().__await__()
+
+    async def __aenter__(self) -> Client:
+        self._client = await self._connect()
+        return self._client
+
+    async def __aexit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                        traceback: TracebackType | None) -> None:
+        if self._client is not None:
+            await self._client.close()
+
+
+def connect(socket: str | os.PathLike[str] | None = None, name: str | None = None, *,
+            timeout: float | None = DEFAULT_TIMEOUT, max_queued: int = DEFAULT_MAX_QUEUED) -> _Connect:
+    """Connect to imagentd (as `imagent.connect`); await it, or use it with `async with`."""
+    return _Connect(socket, name, timeout, max_queued)
+
+
+async def _wait(future: asyncio.Future[Any], deadline: float | None) -> bool:
+    """Waits for `future` until `deadline` without cancelling it; True when it is done."""
+    if future.done():
+        return True
+    if deadline is None:
+        await asyncio.wait((future,))
+        return True
+    left = remaining(deadline)
+    done, _ = await asyncio.wait((future,), timeout=left)
+    return bool(done)

@@ -1,0 +1,475 @@
+/*
+ * test_client.c - the client against a scripted fake daemon: the handshake,
+ * requests and replies, errors, events, the event-loop calls, and surviving
+ * the daemon (reconnect, re-attach, the send in flight resolved from
+ * SENT_SEQ, redelivered messages dropped, a lost ack repeated).
+ */
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "client_internal.h"
+#include "fake_daemon.h"
+#include "imagent.h"
+#include "socket_path.h"
+#include "test.h"
+
+#define SESSION 7
+
+/* Connections are big (their buffers); scripts run one at a time. */
+static fake_connection first, second;
+
+/* ---- the handshake ---------------------------------------------------- */
+
+static void hello_with_a_long_name(fake_daemon *daemon, void *context)
+{
+    (void)context;
+    if (!fake_accept(daemon, &first) || !fake_expect(daemon, &first, IPC_OP_HELLO))
+        return;
+    ipc_bytes name = ipc_frame_bytes(&first.frame, IPC_TAG_CLIENT_NAME);
+    if (ipc_frame_uint(&first.frame, IPC_TAG_IPC_VERSION) != 1 || name.length != 127)
+        fake_fail(daemon, "HELLO without version 1 or its name not cut to 127 bytes");
+    ipc_buffer welcome = {0};
+    ipc_frame_begin(&welcome, IPC_OP_WELCOME, first.frame.request);
+    ipc_put_u8(&welcome, IPC_TAG_IPC_VERSION, 1);
+    ipc_put_bytes(&welcome, IPC_TAG_DAEMON_VERSION, "9.9.9", 5);
+    ipc_put_u32(&welcome, IPC_TAG_MAX_PAYLOAD, 0xFFFFFFFFu); /* more than anyone should buffer */
+    ipc_put_u8(&welcome, IPC_TAG_LINK_STATE, 1);
+    fake_write(daemon, &first, &welcome);
+    fake_expect(daemon, &first, IPC_OP_PING);
+    fake_reply(daemon, &first, IPC_OP_PONG);
+    fake_close(&first);
+}
+
+static void connects_with_a_name_cut_at_a_utf8_boundary_and_a_capped_max_payload(void)
+{
+    char name[200];
+    memset(name, 'a', 127);
+    memcpy(name + 127, "\xc3\xa9 and more", sizeof "\xc3\xa9 and more"); /* é straddles byte 128 */
+    fake_daemon *daemon = fake_daemon_start(hello_with_a_long_name, NULL);
+    imagent_client *client = NULL;
+    int connected = imagent_connect(&client, fake_daemon_path(daemon), name);
+    int pinged = connected == 0 ? imagent_ping(client) : connected;
+    const char *version = client ? imagent_daemon_version(client) : "";
+    uint32_t max_payload = client ? imagent_max_payload(client) : 0;
+    int link = client ? imagent_link_state(client) : -1;
+    int equal_version = strcmp(version, "9.9.9") == 0;
+    imagent_free(client);
+    CHECK(fake_daemon_finish(daemon) == 0);
+    CHECK(connected == 0 && pinged == 0);
+    CHECK(equal_version);
+    CHECK(max_payload == IMAGENT_MAX_PAYLOAD_CAP);
+    CHECK(link == IMAGENT_LINK_CONNECTING);
+}
+
+static void reports_unavailable_without_a_daemon(void)
+{
+    imagent_client *client = NULL;
+    CHECK(imagent_connect(&client, "/nonexistent/imagent.sock", "test") == IMAGENT_ERR_UNAVAILABLE);
+    CHECK(client == NULL);
+    CHECK(imagent_connect(NULL, NULL, NULL) == IMAGENT_ERR_INVALID_ARGUMENT);
+}
+
+static void resolves_the_socket_path_from_the_environment(void)
+{
+    char *path = NULL;
+    CHECK(imagent_resolve_socket_path("/explicit.sock", &path) == 0 && strcmp(path, "/explicit.sock") == 0);
+    free(path);
+    setenv("IMAGENT_SOCKET", "/from/env.sock", 1);
+    CHECK(imagent_resolve_socket_path(NULL, &path) == 0 && strcmp(path, "/from/env.sock") == 0);
+    free(path);
+    setenv("IMAGENT_SOCKET", "", 1); /* empty: as if unset */
+    char runtime[] = "/tmp/imagent-c-runtime-XXXXXX";
+    CHECK(mkdtemp(runtime) != NULL);
+    setenv("XDG_RUNTIME_DIR", runtime, 1);
+    struct stat info;
+    bool system_socket = stat(IMAGENT_SYSTEM_SOCKET, &info) == 0;
+    CHECK(imagent_resolve_socket_path(NULL, &path) == 0 && strcmp(path, IMAGENT_SYSTEM_SOCKET) == 0);
+    free(path);
+    char user_socket[160], user_dir[128];
+    snprintf(user_dir, sizeof user_dir, "%s/imagent", runtime);
+    snprintf(user_socket, sizeof user_socket, "%s/imagent.sock", user_dir);
+    mkdir(user_dir, 0700);
+    FILE *placeholder = fopen(user_socket, "w");
+    if (placeholder)
+        fclose(placeholder);
+    int resolved = imagent_resolve_socket_path(NULL, &path);
+    bool chose_user_socket = resolved == 0 && strcmp(path, system_socket ? IMAGENT_SYSTEM_SOCKET : user_socket) == 0;
+    free(path);
+    unlink(user_socket);
+    rmdir(user_dir);
+    rmdir(runtime);
+    unsetenv("IMAGENT_SOCKET");
+    unsetenv("XDG_RUNTIME_DIR");
+    CHECK(chose_user_socket);
+}
+
+/* ---- requests and replies --------------------------------------------- */
+
+static void open_send_receive_ack(fake_daemon *daemon, void *context)
+{
+    (void)context;
+    if (!fake_accept(daemon, &first) || !fake_handshake(daemon, &first) ||
+        !fake_opened(daemon, &first, SESSION, 0, 0) || !fake_expect(daemon, &first, IPC_OP_SEND))
+        return;
+    ipc_bytes payload = ipc_frame_bytes(&first.frame, IPC_TAG_PAYLOAD);
+    if (ipc_frame_uint(&first.frame, IPC_TAG_SESSION) != SESSION || payload.length != 4 ||
+        memcmp(payload.data, "ping", 4) != 0 || ipc_frame_uint(&first.frame, IPC_TAG_TTL_MS) != 1500)
+        fake_fail(daemon, "SEND differs");
+    ipc_buffer accepted = {0};
+    ipc_frame_begin(&accepted, IPC_OP_ACCEPTED, first.frame.request);
+    ipc_put_u64(&accepted, IPC_TAG_SESSION, SESSION);
+    ipc_put_u64(&accepted, IPC_TAG_SEQ, 1);
+    fake_write(daemon, &first, &accepted);
+    fake_message(daemon, &first, SESSION, 1, "pong");
+    if (!fake_expect(daemon, &first, IPC_OP_ACK))
+        return;
+    if (first.frame.request != 0 || ipc_frame_uint(&first.frame, IPC_TAG_SEQ) != 1)
+        fake_fail(daemon, "ACK differs");
+    fake_expect(daemon, &first, IPC_OP_STATUS);
+    ipc_buffer result = {0};
+    ipc_frame_begin(&result, IPC_OP_RESULT, first.frame.request);
+    ipc_put_bytes(&result, IPC_TAG_JSON, "{\"link\":{}}", 11);
+    fake_write(daemon, &first, &result);
+    fake_expect(daemon, &first, IPC_OP_CLOSE);
+    fake_reply(daemon, &first, IPC_OP_OK);
+    fake_close(&first);
+}
+
+static void opens_sends_receives_acks_and_closes(void)
+{
+    fake_daemon *daemon = fake_daemon_start(open_send_receive_ack, NULL);
+    imagent_client *client = NULL;
+    CHECK(imagent_connect(&client, fake_daemon_path(daemon), "test") == 0);
+    uint64_t session = 0, seq = 0;
+    int opened = imagent_open(client, "echo", &session);
+    int sent = imagent_send_ttl(client, session, "ping", 4, 1500, &seq);
+    imagent_message message;
+    int received = imagent_receive(client, &message, 5000);
+    bool intact = received == 0 && message.session == SESSION && message.seq == 1 && message.length == 4 &&
+                  memcmp(message.payload, "pong", 4) == 0;
+    int acked = received == 0 ? imagent_ack(client, message.session, message.seq) : received;
+    imagent_message_release(&message);
+    char *json = NULL;
+    int status = imagent_status(client, &json);
+    bool status_text = json && strcmp(json, "{\"link\":{}}") == 0;
+    free(json);
+    int closed = imagent_close(client, session);
+    imagent_free(client);
+    CHECK(fake_daemon_finish(daemon) == 0);
+    CHECK(opened == 0 && session == SESSION);
+    CHECK(sent == 0 && seq == 1);
+    CHECK(intact && acked == 0);
+    CHECK(status == 0 && status_text);
+    CHECK(closed == 0);
+}
+
+static void refuse_two_sends(fake_daemon *daemon, void *context)
+{
+    (void)context;
+    if (!fake_accept(daemon, &first) || !fake_handshake(daemon, &first))
+        return;
+    const uint16_t codes[] = {6, 99}; /* QUEUE_FULL, and one this library does not know */
+    for (int i = 0; i < 2; i++) {
+        if (!fake_expect(daemon, &first, IPC_OP_SEND))
+            return;
+        ipc_buffer error = {0};
+        ipc_frame_begin(&error, IPC_OP_ERROR, first.frame.request);
+        ipc_put_u16(&error, IPC_TAG_CODE, codes[i]);
+        ipc_put_bytes(&error, IPC_TAG_MESSAGE, "no", 2);
+        fake_write(daemon, &first, &error);
+    }
+    fake_close(&first);
+}
+
+static void maps_error_replies_and_unknown_codes(void)
+{
+    fake_daemon *daemon = fake_daemon_start(refuse_two_sends, NULL);
+    imagent_client *client = NULL;
+    CHECK(imagent_connect(&client, fake_daemon_path(daemon), "test") == 0);
+    int full = imagent_send(client, 99, "x", 1, NULL);
+    int unknown = imagent_send(client, 99, "x", 1, NULL);
+    int too_large = imagent_send(client, 99, "x", imagent_max_payload(client) + 1, NULL);
+    imagent_free(client);
+    CHECK(fake_daemon_finish(daemon) == 0);
+    CHECK(full == IMAGENT_ERR_QUEUE_FULL);
+    CHECK(unknown == IMAGENT_ERR_INTERNAL);
+    CHECK(too_large == IMAGENT_ERR_PAYLOAD_TOO_LARGE); /* refused before it is written */
+}
+
+static void answer_open_with_a_huge_frame(fake_daemon *daemon, void *context)
+{
+    (void)context;
+    if (!fake_accept(daemon, &first) || !fake_handshake(daemon, &first) || !fake_expect(daemon, &first, IPC_OP_OPEN))
+        return;
+    /* A length far above MAX_PAYLOAD + 64 KiB, and nothing behind it. */
+    const uint8_t huge[10] = {0x7f, 0xff, 0xff, 0xff, 0x80, 0x02, 0, 0, 0, 1};
+    if (write(first.fd, huge, sizeof huge) != (ssize_t)sizeof huge)
+        fake_fail(daemon, "write failed");
+    fake_close(&first);
+}
+
+static void refuses_an_oversize_frame_from_the_daemon(void)
+{
+    fake_daemon *daemon = fake_daemon_start(answer_open_with_a_huge_frame, NULL);
+    imagent_client *client = NULL;
+    CHECK(imagent_connect(&client, fake_daemon_path(daemon), "test") == 0);
+    uint64_t session = 0;
+    int opened = imagent_open(client, "echo", &session);
+    int fd = imagent_fd(client);
+    imagent_free(client);
+    CHECK(fake_daemon_finish(daemon) == 0);
+    CHECK(opened == IMAGENT_ERR_PROTOCOL);
+    CHECK(fd == -1); /* a connection that sent garbage is not trusted again */
+}
+
+/* ---- events and the event loop ---------------------------------------- */
+
+typedef struct seen_events {
+    int link_state;
+    uint64_t acked_seq;
+    int expired_code;
+    int count;
+} seen_events;
+
+static void remember_event(const imagent_event *event, void *user_data)
+{
+    seen_events *seen = user_data;
+    seen->count++;
+    if (event->type == IMAGENT_EVENT_LINK_STATE)
+        seen->link_state = event->state;
+    if (event->type == IMAGENT_EVENT_ACKED)
+        seen->acked_seq = event->seq;
+    if (event->type == IMAGENT_EVENT_EXPIRED)
+        seen->expired_code = event->code;
+}
+
+static void events_then_a_message(fake_daemon *daemon, void *context)
+{
+    (void)context;
+    if (!fake_accept(daemon, &first) || !fake_handshake(daemon, &first) ||
+        !fake_opened(daemon, &first, SESSION, 0, 0) || !fake_expect(daemon, &first, IPC_OP_PING))
+        return;
+    ipc_buffer event = {0};
+    ipc_frame_begin(&event, IPC_OP_EVENT_LINK_STATE, 0);
+    ipc_put_u8(&event, IPC_TAG_LINK_STATE, 0);
+    fake_write(daemon, &first, &event);
+    ipc_frame_begin(&event, IPC_OP_EVENT_ACKED, 0);
+    ipc_put_u64(&event, IPC_TAG_SESSION, SESSION);
+    ipc_put_u64(&event, IPC_TAG_SEQ, 3);
+    fake_write(daemon, &first, &event);
+    ipc_frame_begin(&event, IPC_OP_EVENT_EXPIRED, 0);
+    ipc_put_u64(&event, IPC_TAG_SESSION, SESSION);
+    ipc_put_u64(&event, IPC_TAG_SEQ, 4);
+    ipc_put_u16(&event, IPC_TAG_CODE, 13);
+    fake_write(daemon, &first, &event);
+    ipc_frame_begin(&event, 0x9077, 0); /* an event of a newer daemon */
+    fake_write(daemon, &first, &event);
+    fake_reply(daemon, &first, IPC_OP_PONG);
+    fake_message(daemon, &first, SESSION, 1, "later");
+    fake_expect(daemon, &first, IPC_OP_ACK);
+    fake_close(&first);
+}
+
+static void reports_events_and_works_from_an_event_loop(void)
+{
+    fake_daemon *daemon = fake_daemon_start(events_then_a_message, NULL);
+    imagent_client *client = NULL;
+    CHECK(imagent_connect(&client, fake_daemon_path(daemon), "test") == 0);
+    seen_events seen = {.link_state = -1};
+    imagent_set_event_callback(client, remember_event, &seen);
+    uint64_t session = 0;
+    int opened = imagent_open(client, "echo", &session);
+    int pinged = imagent_ping(client);
+    /* The loop: poll the fd, process, take what was queued. */
+    imagent_message message = {0};
+    int received = IMAGENT_ERR_TIMEDOUT;
+    for (int round = 0; round < 50 && received == IMAGENT_ERR_TIMEDOUT; round++) {
+        struct pollfd watched = {.fd = imagent_fd(client), .events = POLLIN};
+        poll(&watched, 1, 100);
+        if (imagent_process(client) < 0)
+            break;
+        received = imagent_receive(client, &message, 0);
+    }
+    int acked = received == 0 ? imagent_ack(client, message.session, message.seq) : received;
+    bool later = received == 0 && message.length == 5 && memcmp(message.payload, "later", 5) == 0;
+    imagent_message_release(&message);
+    imagent_free(client);
+    CHECK(fake_daemon_finish(daemon) == 0);
+    CHECK(opened == 0 && pinged == 0);
+    CHECK(seen.link_state == IMAGENT_LINK_DISCONNECTED);
+    CHECK(seen.acked_seq == 3);
+    CHECK(seen.expired_code == IMAGENT_ERR_EXPIRED);
+    CHECK(seen.count == 3);
+    CHECK(later && acked == 0);
+}
+
+/* ---- surviving the daemon --------------------------------------------- */
+
+/* The first connection takes a SEND and dies without answering; the second
+ * says in OPENED's SENT_SEQ whether it was stored. */
+static void lose_a_send_in_flight(fake_daemon *daemon, void *context)
+{
+    bool stored = *(bool *)context;
+    if (!fake_accept(daemon, &first) || !fake_handshake(daemon, &first) ||
+        !fake_opened(daemon, &first, SESSION, 4, 0) || !fake_expect(daemon, &first, IPC_OP_SEND))
+        return;
+    fake_close(&first); /* kill -9 */
+    if (!fake_accept(daemon, &second) || !fake_handshake(daemon, &second) ||
+        !fake_opened(daemon, &second, SESSION, stored ? 5 : 4, 0))
+        return;
+    if (ipc_frame_uint(&second.frame, IPC_TAG_SESSION) != SESSION)
+        fake_fail(daemon, "re-attach was not OPEN with SESSION");
+    if (!stored) {
+        if (!fake_expect(daemon, &second, IPC_OP_SEND))
+            return;
+        ipc_buffer accepted = {0};
+        ipc_frame_begin(&accepted, IPC_OP_ACCEPTED, second.frame.request);
+        ipc_put_u64(&accepted, IPC_TAG_SESSION, SESSION);
+        ipc_put_u64(&accepted, IPC_TAG_SEQ, 5);
+        fake_write(daemon, &second, &accepted);
+    }
+    /* A stored message must not come again: the next frame is the PING. */
+    fake_expect(daemon, &second, IPC_OP_PING);
+    fake_reply(daemon, &second, IPC_OP_PONG);
+    fake_close(&second);
+}
+
+typedef struct survival_events {
+    int disconnected;
+    int reconnected;
+} survival_events;
+
+static void count_survival(const imagent_event *event, void *user_data)
+{
+    survival_events *seen = user_data;
+    seen->disconnected += event->type == IMAGENT_EVENT_DISCONNECTED;
+    seen->reconnected += event->type == IMAGENT_EVENT_RECONNECTED;
+}
+
+static void resolve_send_in_flight(bool stored)
+{
+    fake_daemon *daemon = fake_daemon_start(lose_a_send_in_flight, &stored);
+    imagent_client *client = NULL;
+    CHECK(imagent_connect(&client, fake_daemon_path(daemon), "test") == 0);
+    survival_events seen = {0};
+    imagent_set_event_callback(client, count_survival, &seen);
+    uint64_t session = 0, seq = 0;
+    int opened = imagent_open(client, "echo", &session);
+    int sent = imagent_send(client, session, "once", 4, &seq);
+    int pinged = imagent_ping(client);
+    imagent_free(client);
+    CHECK(fake_daemon_finish(daemon) == 0);
+    CHECK(opened == 0);
+    CHECK(sent == 0 && seq == 5);
+    CHECK(pinged == 0);
+    CHECK(seen.disconnected == 1 && seen.reconnected == 1);
+}
+
+static void returns_the_seq_of_a_send_in_flight_the_daemon_stored(void)
+{
+    resolve_send_in_flight(true);
+}
+
+static void sends_again_a_send_in_flight_the_daemon_did_not_store(void)
+{
+    resolve_send_in_flight(false);
+}
+
+static void redeliver_after_a_restart(fake_daemon *daemon, void *context)
+{
+    (void)context;
+    if (!fake_accept(daemon, &first) || !fake_handshake(daemon, &first) ||
+        !fake_opened(daemon, &first, SESSION, 0, 0))
+        return;
+    fake_message(daemon, &first, SESSION, 1, "one");
+    fake_message(daemon, &first, SESSION, 2, "two");
+    /* The client takes both and acks 2; the daemon dies before storing that
+     * ack, and before answering the PING. */
+    fake_expect(daemon, &first, IPC_OP_ACK);
+    fake_expect(daemon, &first, IPC_OP_PING);
+    fake_close(&first);
+    if (!fake_accept(daemon, &second) || !fake_handshake(daemon, &second) ||
+        !fake_opened(daemon, &second, SESSION, 0, 0))
+        return;
+    /* DELIVERED_SEQ 0 < the client's ack: it must say it again. */
+    if (!fake_expect(daemon, &second, IPC_OP_ACK))
+        return;
+    if (ipc_frame_uint(&second.frame, IPC_TAG_SEQ) != 2)
+        fake_fail(daemon, "the repeated ACK is not for seq 2");
+    fake_expect(daemon, &second, IPC_OP_PING);
+    fake_reply(daemon, &second, IPC_OP_PONG);
+    fake_message(daemon, &second, SESSION, 1, "one");
+    fake_message(daemon, &second, SESSION, 2, "two");
+    fake_message(daemon, &second, SESSION, 3, "three");
+    fake_expect(daemon, &second, IPC_OP_ACK);
+    fake_expect_end(daemon, &second);
+    fake_close(&second);
+}
+
+static void drops_redelivered_messages_and_repeats_a_lost_ack(void)
+{
+    fake_daemon *daemon = fake_daemon_start(redeliver_after_a_restart, NULL);
+    imagent_client *client = NULL;
+    CHECK(imagent_connect(&client, fake_daemon_path(daemon), "test") == 0);
+    uint64_t session = 0;
+    int opened = imagent_open(client, "echo", &session);
+    imagent_message one, two, three;
+    int got_one = imagent_receive(client, &one, 5000);
+    int got_two = imagent_receive(client, &two, 5000);
+    int acked = imagent_ack(client, session, 2);
+    imagent_message_release(&one);
+    imagent_message_release(&two);
+    int pinged = imagent_ping(client); /* the daemon dies under it; answered by the next one */
+    int got_three = imagent_receive(client, &three, 5000);
+    uint64_t third_seq = got_three == 0 ? three.seq : 0;
+    int acked_three = got_three == 0 ? imagent_ack(client, session, three.seq) : got_three;
+    imagent_message_release(&three);
+    imagent_message nothing;
+    int got_more = imagent_receive(client, &nothing, 200);
+    imagent_free(client);
+    CHECK(fake_daemon_finish(daemon) == 0);
+    CHECK(opened == 0 && got_one == 0 && got_two == 0 && acked == 0);
+    CHECK(pinged == 0);
+    CHECK(got_three == 0 && third_seq == 3 && acked_three == 0);
+    CHECK(got_more == IMAGENT_ERR_TIMEDOUT);
+}
+
+static void never_answer(fake_daemon *daemon, void *context)
+{
+    (void)context;
+    if (!fake_accept(daemon, &first) || !fake_handshake(daemon, &first))
+        return;
+    fake_expect(daemon, &first, IPC_OP_PING);
+    fake_expect_end(daemon, &first); /* nothing more until imagent_free() hangs up */
+    fake_close(&first);
+}
+
+static void times_out_a_request_the_daemon_does_not_answer(void)
+{
+    fake_daemon *daemon = fake_daemon_start(never_answer, NULL);
+    imagent_client *client = NULL;
+    CHECK(imagent_connect(&client, fake_daemon_path(daemon), "test") == 0);
+    imagent_set_timeout(client, 200);
+    int pinged = imagent_ping(client);
+    imagent_free(client);
+    CHECK(fake_daemon_finish(daemon) == 0);
+    CHECK(pinged == IMAGENT_ERR_TIMEDOUT);
+}
+
+void run_client_tests(void)
+{
+    RUN(connects_with_a_name_cut_at_a_utf8_boundary_and_a_capped_max_payload);
+    RUN(reports_unavailable_without_a_daemon);
+    RUN(resolves_the_socket_path_from_the_environment);
+    RUN(opens_sends_receives_acks_and_closes);
+    RUN(maps_error_replies_and_unknown_codes);
+    RUN(refuses_an_oversize_frame_from_the_daemon);
+    RUN(reports_events_and_works_from_an_event_loop);
+    RUN(returns_the_seq_of_a_send_in_flight_the_daemon_stored);
+    RUN(sends_again_a_send_in_flight_the_daemon_did_not_store);
+    RUN(drops_redelivered_messages_and_repeats_a_lost_ack);
+    RUN(times_out_a_request_the_daemon_does_not_answer);
+}

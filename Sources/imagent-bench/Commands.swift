@@ -106,6 +106,20 @@ let benchCommands: [BenchCommand] = [
         and payload size: messages/s, commits/s, messages per commit; then --load-messages queued 1 KiB
         messages in ten sessions, and the time to open the store and load them (0 skips it).
         """),
+    BenchCommand(name: "clients", synopsis: """
+        [--messages 10000] [--sizes 64,1024] [--libraries swift,c,python]
+                                     [--durability process|power] [--time-limit 900]
+        """, summary: """
+        The client libraries against each other: imagentd (the release build beside this binary) and an
+        in-process reference server, then each library's conformance driver in turn in its `bench`
+        scenario (clients/conformance/README.md) at each size: --messages sends to `sink` one at a time
+        (each returns once ACCEPTED), then a tenth as many (at least 100) sequential round trips on `echo`
+        (send, receive the echo, ack). One table: library × size → one-way msg/s, round-trip p50 and p99.
+        Drivers: Swift imagent-conformance (beside this binary), C clients/c/build/imagent-conformance-c
+        (make -C clients/c), Python clients/python/tests/conformance_driver.py (/usr/bin/python3); the C
+        and Python ones are run from the checkout this binary was built from. A driver that fails or is
+        missing prints a FAILED row, the run goes on, and it exits 1.
+        """),
     BenchCommand(name: "soak", synopsis: """
         [--minutes 60] [--rate 100] [--clients 4] [--session-messages 500]
                                   [--drop-every 300] [--max-growth-mib 8] [--csv soak.csv]

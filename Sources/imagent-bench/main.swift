@@ -148,6 +148,22 @@ case "recovery":
         exit(2)
     }
     exit(await runRecoveryBench(options))
+case "clients":
+    var options = ClientsBenchOptions()
+    if let value = option("--messages") { options.messages = Int(value) ?? 0 }
+    if let value = option("--sizes") { options.sizes = integers(value) ?? [] }
+    if let value = option("--libraries") {
+        let libraries = value.split(separator: ",").map { ClientLibrary(rawValue: String($0)) }
+        options.libraries = libraries.contains(nil) ? [] : libraries.compactMap { $0 }
+    }
+    if let value = option("--durability") { options.durability = value }
+    if let value = option("--time-limit") { options.timeLimitSeconds = Int(value) ?? 0 }
+    guard options.messages > 0, !options.sizes.isEmpty, options.sizes.allSatisfy({ $0 >= 8 }), !options.libraries.isEmpty,
+          options.durability == "process" || options.durability == "power", options.timeLimitSeconds > 0 else {
+        print(usage)
+        exit(2)
+    }
+    exit(await runClientsBench(options))
 case "soak":
     var options = SoakOptions()
     if let value = option("--minutes") { options.minutes = Int(value) ?? 0 }

@@ -183,6 +183,12 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // The Swift client's driver for the client conformance suite (clients/conformance/README.md):
+        // one scenario on IPCClient alone, reported as JSON lines.
+        .executableTarget(
+            name: "imagent-conformance",
+            dependencies: ["AgentIPC", "JSONText", .product(name: "NIOCore", package: "swift-nio")]
+        ),
         // The chaos suite: imagentd and imagent-refserver in network namespaces under loss, partitions,
         // flaps, a thin pipe, delay and jitter, kills and restarts, while imagent-loadgen streams and checks.
         // A test tool, not the daemon: Foundation is allowed here.
@@ -283,6 +289,7 @@ let package = Package(
             dependencies: [
                 "IMAgentTestKit",
                 "AgentIPC", "imagent-cli", "imagentd", "RefServer", "imagent-refserver", "imagent-loadgen",
+                "imagent-conformance",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

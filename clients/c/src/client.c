@@ -559,33 +559,44 @@ static int take_opened(imagent_client *client, uint64_t id)
     return 0;
 }
 
-/* Attaches every tracked session again on a fresh connection. */
+/* Attaches every tracked session again on a fresh connection. The ids are
+ * copied first: events read meanwhile may remove sessions from the table. */
 static int reattach_sessions(imagent_client *client, int64_t deadline)
 {
-    for (size_t i = 0; i < client->session_count;) {
-        uint64_t id = client->sessions[i].id;
+    size_t count = client->session_count;
+    if (count == 0)
+        return 0;
+    uint64_t *ids = malloc(count * sizeof *ids);
+    if (!ids)
+        return IMAGENT_ERR_NO_MEMORY;
+    for (size_t i = 0; i < count; i++)
+        ids[i] = client->sessions[i].id;
+    int result = 0;
+    for (size_t i = 0; i < count && result == 0; i++) {
+        if (!find_session(client, ids[i]))
+            continue;
         uint32_t request = begin_request(client, IPC_OP_OPEN);
-        ipc_put_u64(&client->out, IPC_TAG_SESSION, id);
-        int result = finish_request(client, request, deadline);
+        ipc_put_u64(&client->out, IPC_TAG_SESSION, ids[i]);
+        result = finish_request(client, request, deadline);
         if (result < 0)
-            return result;
+            break;
         result = reply_result(client, IPC_OP_OPENED);
         if (result == 0)
-            result = take_opened(client, id);
+            result = take_opened(client, ids[i]);
         if (result == IMAGENT_ERR_SESSION_CLOSED || result == IMAGENT_ERR_UNKNOWN_SESSION ||
             result == IMAGENT_ERR_PERMISSION_DENIED) {
             /* Gone for good: tell the program and stop tracking it. */
-            remove_session(client, id);
-            imagent_event event = {.type = IMAGENT_EVENT_SESSION_STATE, .session = id,
+            remove_session(client, ids[i]);
+            imagent_event event = {.type = IMAGENT_EVENT_SESSION_STATE, .session = ids[i],
                                    .state = IMAGENT_SESSION_CLOSED, .code = result};
             emit(client, &event);
-            continue; /* the slot now holds another session */
+            result = 0;
         }
-        if (result < 0)
-            return result; /* SESSION_BUSY (the old connection lingers), ...: try again later */
-        i++;
+        /* Any other error (SESSION_BUSY while the old connection lingers,
+         * ...) fails this attempt; ensure_connected() tries again later. */
     }
-    return 0;
+    free(ids);
+    return result;
 }
 
 static int connect_once(imagent_client *client, int64_t deadline)
@@ -676,6 +687,10 @@ int imagent_connect(imagent_client **out, const char *socket_path, const char *c
     client->timeout_ms = DEFAULT_TIMEOUT_MS;
     client->max_payload = DEFAULT_MAX_PAYLOAD;
     if (client_name) {
+        if (!ipc_utf8_valid(client_name, strlen(client_name))) {
+            free(client);
+            return IMAGENT_ERR_INVALID_ARGUMENT;
+        }
         size_t length = ipc_utf8_prefix_length(client_name, strlen(client_name), CLIENT_NAME_LIMIT);
         memcpy(client->client_name, client_name, length);
         client->client_name[length] = '\0';
@@ -743,7 +758,7 @@ int imagent_open_ex(imagent_client *client, const char *service, int priority, i
     if (!client || !service || !session_id || priority < 0 || priority > 2 || durable < 0 || durable > 1)
         return IMAGENT_ERR_INVALID_ARGUMENT;
     size_t length = strlen(service);
-    if (length == 0 || length > SERVICE_LIMIT)
+    if (length == 0 || length > SERVICE_LIMIT || !ipc_utf8_valid(service, length))
         return IMAGENT_ERR_INVALID_ARGUMENT;
     int64_t deadline = deadline_after(client->timeout_ms);
     for (;;) {

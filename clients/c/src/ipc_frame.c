@@ -237,3 +237,39 @@ size_t ipc_utf8_prefix_length(const char *text, size_t length, size_t limit)
         cut--;
     return cut;
 }
+
+bool ipc_utf8_valid(const char *text, size_t length)
+{
+    const unsigned char *bytes = (const unsigned char *)text;
+    size_t i = 0;
+    while (i < length) {
+        unsigned char lead = bytes[i];
+        size_t extra;
+        uint32_t point;
+        if (lead < 0x80) {
+            i++;
+            continue;
+        } else if (lead >= 0xC2 && lead <= 0xDF) {
+            extra = 1, point = lead & 0x1F;
+        } else if (lead >= 0xE0 && lead <= 0xEF) {
+            extra = 2, point = lead & 0x0F;
+        } else if (lead >= 0xF0 && lead <= 0xF4) {
+            extra = 3, point = lead & 0x07;
+        } else {
+            return false; /* a continuation byte, or an overlong two-byte lead */
+        }
+        if (length - i <= extra)
+            return false;
+        for (size_t k = 1; k <= extra; k++) {
+            if ((bytes[i + k] & 0xC0) != 0x80)
+                return false;
+            point = point << 6 | (bytes[i + k] & 0x3F);
+        }
+        /* Overlong forms, UTF-16 surrogates, beyond U+10FFFF. */
+        if ((extra == 2 && point < 0x800) || (extra == 3 && point < 0x10000) || point > 0x10FFFF ||
+            (point >= 0xD800 && point <= 0xDFFF))
+            return false;
+        i += extra + 1;
+    }
+    return true;
+}

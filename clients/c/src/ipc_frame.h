@@ -143,5 +143,7 @@ bool ipc_frame_end(ipc_buffer *buffer);
 /* The longest prefix of text, at most limit bytes, that does not cut a UTF-8
  * sequence in two. */
 size_t ipc_utf8_prefix_length(const char *text, size_t length, size_t limit);
+/* Whether text is valid UTF-8 (the daemon refuses text records that are not). */
+bool ipc_utf8_valid(const char *text, size_t length);
 
 #endif

@@ -459,6 +459,62 @@ static void times_out_a_request_the_daemon_does_not_answer(void)
     CHECK(pinged == IMAGENT_ERR_TIMEDOUT);
 }
 
+#define FLOOD (IMAGENT_QUEUE_HARD_MESSAGES + 10)
+
+/* Writes messages 1..FLOOD of SESSION. */
+static void flood(fake_daemon *daemon, fake_connection *connection)
+{
+    for (uint64_t seq = 1; seq <= FLOOD; seq++)
+        fake_message(daemon, connection, SESSION, seq, "m");
+}
+
+static void flood_while_a_reply_is_awaited(fake_daemon *daemon, void *context)
+{
+    (void)context;
+    if (!fake_accept(daemon, &first) || !fake_handshake(daemon, &first) ||
+        !fake_opened(daemon, &first, SESSION, 0, 0) || !fake_expect(daemon, &first, IPC_OP_PING))
+        return;
+    /* More than the library keeps, all before the reply it waits for. */
+    flood(daemon, &first);
+    fake_reply(daemon, &first, IPC_OP_PONG);
+    /* Once the program has taken what was kept, the library reconnects for
+     * the rest: every message comes again, as after any re-attach. */
+    if (!fake_accept(daemon, &second) || !fake_handshake(daemon, &second) ||
+        !fake_opened(daemon, &second, SESSION, 0, 0))
+        return;
+    flood(daemon, &second);
+    if (fake_expect(daemon, &second, IPC_OP_ACK) && ipc_frame_uint(&second.frame, IPC_TAG_SEQ) != FLOOD)
+        fake_fail(daemon, "the last ACK is not for the last message");
+    fake_expect_end(daemon, &second);
+    fake_close(&first);
+    fake_close(&second);
+}
+
+static void bounds_its_queue_and_fetches_what_it_dropped_again(void)
+{
+    fake_daemon *daemon = fake_daemon_start(flood_while_a_reply_is_awaited, NULL);
+    imagent_client *client = NULL;
+    CHECK(imagent_connect(&client, fake_daemon_path(daemon), "test") == 0);
+    uint64_t session = 0;
+    int opened = imagent_open(client, "echo", &session);
+    int pinged = imagent_ping(client);
+    uint64_t expected = 1;
+    bool in_order = true;
+    imagent_message message;
+    while (expected <= FLOOD && imagent_receive(client, &message, 5000) == 0) {
+        in_order = in_order && message.seq == expected;
+        expected++;
+        imagent_message_release(&message);
+    }
+    int acked = imagent_ack(client, session, FLOOD);
+    int more = imagent_receive(client, &message, 200);
+    imagent_free(client);
+    CHECK(fake_daemon_finish(daemon) == 0);
+    CHECK(opened == 0 && pinged == 0);
+    CHECK(in_order && expected == FLOOD + 1);
+    CHECK(acked == 0 && more == IMAGENT_ERR_TIMEDOUT);
+}
+
 void run_client_tests(void)
 {
     RUN(connects_with_a_name_cut_at_a_utf8_boundary_and_a_capped_max_payload);
@@ -472,4 +528,5 @@ void run_client_tests(void)
     RUN(sends_again_a_send_in_flight_the_daemon_did_not_store);
     RUN(drops_redelivered_messages_and_repeats_a_lost_ack);
     RUN(times_out_a_request_the_daemon_does_not_answer);
+    RUN(bounds_its_queue_and_fetches_what_it_dropped_again);
 }

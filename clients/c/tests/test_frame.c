@@ -262,6 +262,19 @@ static void cuts_text_at_a_utf8_boundary(void)
     CHECK(ipc_utf8_prefix_length("\xf0\x9f\x98\x80z", 5, 3) == 0);
 }
 
+static void validates_utf8_text(void)
+{
+    CHECK(ipc_utf8_valid("plain", 5));
+    CHECK(ipc_utf8_valid("caf\xc3\xa9", 5));
+    CHECK(ipc_utf8_valid("\xf0\x9f\x98\x80", 4));
+    CHECK(!ipc_utf8_valid("\xc3", 1));                 /* cut short */
+    CHECK(!ipc_utf8_valid("\x80", 1));                 /* a lone continuation byte */
+    CHECK(!ipc_utf8_valid("\xc0\xaf", 2));             /* overlong */
+    CHECK(!ipc_utf8_valid("\xe0\x80\xaf", 3));         /* overlong */
+    CHECK(!ipc_utf8_valid("\xed\xa0\x80", 3));         /* a UTF-16 surrogate */
+    CHECK(!ipc_utf8_valid("\xf4\x90\x80\x80", 4));     /* above U+10FFFF */
+}
+
 static void maps_error_codes_and_names_them(void)
 {
     CHECK(imagent_code_from_ipc(1) == IMAGENT_ERR_BAD_REQUEST);
@@ -302,6 +315,7 @@ void run_frame_tests(void)
     RUN(refuses_a_known_tag_twice_or_of_the_wrong_size);
     RUN(skips_a_tag_it_does_not_know);
     RUN(cuts_text_at_a_utf8_boundary);
+    RUN(validates_utf8_text);
     RUN(maps_error_codes_and_names_them);
     RUN(backs_off_by_doubling_up_to_a_second);
 }

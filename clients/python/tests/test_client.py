@@ -154,6 +154,13 @@ class SurvivalTests(ClientTestCase):
         with self.assertRaises(imagent.DaemonUnavailable):
             session.receive(timeout=0.3)
 
+    def test_a_poll_without_time_left_still_reconnects(self) -> None:
+        session = self.client.open("sink")
+        self.daemon.restart()
+        for _ in range(3):  # the first notices the loss, the next reconnects
+            self.assertIsNone(session.receive(timeout=0))
+        self.assertEqual(len(self.daemon.hellos), 2)
+
     def test_redelivered_messages_are_dropped_and_new_ones_come(self) -> None:
         session = self.client.open("sink")
         self.daemon.deliver(session.id, b"m1")

@@ -365,7 +365,7 @@ class Client:
             self._transport.write(outgoing)
         self._ready = True
         if self._ever_connected:
-            core._event(ConnectionEvent(True, "reconnected"))
+            core.add_event(ConnectionEvent(True, "reconnected"))
         self._ever_connected = True
         self._wake_sessions()
         return ""

@@ -32,6 +32,8 @@ from .paths import open_socket, resolve_socket
 
 #: The default timeout of a call that waits for the daemon (seconds).
 DEFAULT_TIMEOUT = 60.0
+#: The least time given to connect, HELLO and re-attach, whatever the call's timeout.
+HANDSHAKE_GRACE = 0.5
 _READ_SIZE = 256 * 1024
 #: Errors after which a session cannot be attached again.
 _FATAL_ATTACH = (SessionClosed, UnknownSession, PermissionDenied)
@@ -105,7 +107,7 @@ class Client:
         may or may not have been stored."""
         if len(payload) > self._core.max_payload:
             raise PayloadTooLarge(f"payload of {len(payload)} bytes above the daemon's MAX_PAYLOAD {self._core.max_payload}")
-        deadline = self._calldeadline_after(timeout)
+        deadline = self._call_deadline(timeout)
         with self._cond:
             self._connection(deadline)
             pending = self._core.send_request(session_id, bytes(payload), ttl_milliseconds(ttl))
@@ -178,11 +180,10 @@ class Client:
 
     # MARK: Sessions (called by Session)
 
-    def _send(self, state: SessionState, payload: bytes, ttl: float | None, timeout: float | None) -> int:
+    def _send(self, state: SessionState, payload: bytes, ttl: float | None, deadline: float | None) -> int:
         core = self._core
         if len(payload) > core.max_payload:
             raise PayloadTooLarge(f"payload of {len(payload)} bytes above the daemon's MAX_PAYLOAD {core.max_payload}")
-        deadline = self._calldeadline_after(timeout)
         ttl_ms = ttl_milliseconds(ttl)
         with self._cond:
             self._attached(state, deadline)
@@ -218,7 +219,7 @@ class Client:
                     return None
 
     def _release(self, state: SessionState, op: int, timeout: float | None) -> None:
-        deadline = self._calldeadline_after(timeout)
+        deadline = self._call_deadline(timeout)
         with self._cond:
             lost_once = False
             try:
@@ -242,7 +243,7 @@ class Client:
             if self._closed:
                 raise ClientClosed("the client is closed")
             frame = self._core.ack_frame(session, seq)
-            if frame is not None and self._sock is not None and not self._connecting:
+            if frame is not None and self._sock is not None:
                 try:
                     self._write(frame, deadline_after(self.timeout))
                 except (OSError, TimedOut):
@@ -252,7 +253,7 @@ class Client:
 
     def _call(self, op: int, records: bytes, timeout: float | None) -> p.Frame:
         """A request, made again on the next connection when its connection is lost."""
-        deadline = self._calldeadline_after(timeout)
+        deadline = self._call_deadline(timeout)
         with self._cond:
             while True:
                 self._connection(deadline)
@@ -325,7 +326,7 @@ class Client:
             if attempts is not None and attempt >= attempts:
                 raise DaemonUnavailable(f"cannot connect to imagentd at {self.path}: {last_failure}")
             delay = backoff(attempt)
-            if deadline is not None and time.monotonic() + delay > deadline:
+            if attempt > 0 and deadline is not None and time.monotonic() + delay > deadline:
                 raise DaemonUnavailable(f"cannot connect to imagentd at {self.path}: {last_failure}")
             if delay > 0:
                 self._cond.wait(delay)
@@ -334,7 +335,10 @@ class Client:
             attempt += 1
             self._connecting = True
             try:
-                last_failure = self._establish(deadline)
+                # A handshake cut short would only have to start again: it gets at least
+                # HANDSHAKE_GRACE, also in a call with a shorter (or no time) left.
+                grace = time.monotonic() + HANDSHAKE_GRACE
+                last_failure = self._establish(None if deadline is None else max(deadline, grace))
             finally:
                 self._connecting = False
                 self._cond.notify_all()
@@ -400,7 +404,7 @@ class Client:
                 self._lost(core.generation, f"write failed: {error}")
                 return str(error)
         if self._ever_connected:
-            core.events.append(ConnectionEvent(True, "reconnected"))
+            core.add_event(ConnectionEvent(True, "reconnected"))
         self._ever_connected = True
         return ""
 
@@ -422,7 +426,7 @@ class Client:
 
     def _read(self, deadline: float | None) -> None:
         """One read: waits for bytes outside the lock, handles them inside."""
-        sock, generation = self._sock, self._core.generation
+        sock, poller, generation = self._sock, self._poll, self._core.generation
         assert sock is not None
         self._reading = True
         count = -1
@@ -433,7 +437,7 @@ class Client:
                 count = sock.recv_into(self._buffer)
             except BlockingIOError:
                 timeout = remaining(deadline)
-                if self._poll.poll(None if timeout is None else max(0, int(timeout * 1000) + 1)):
+                if poller.poll(None if timeout is None else int(timeout * 1000) + 1):
                     count = sock.recv_into(self._buffer)
         except BlockingIOError:
             pass
@@ -451,7 +455,7 @@ class Client:
         if count > 0:
             try:
                 self._core.feed(self._view[:count])
-            except (p.ProtocolError, UnicodeDecodeError, ValueError) as error:
+            except ValueError as error:  # ProtocolError, bad UTF-8 or JSON
                 self._lost(generation, f"bad frame from imagentd: {error}")
                 return
             outgoing = self._core.take_outgoing()
@@ -468,6 +472,7 @@ class Client:
         if sock is None:
             raise ConnectionError("not connected")
         view = memoryview(data)
+        poller = None
         while view:
             try:
                 sent = sock.send(view, socket_module.MSG_NOSIGNAL)
@@ -478,9 +483,15 @@ class Client:
                 if passed(deadline):
                     self._drop("a write timed out")
                     raise TimedOut("imagentd did not read in time")
-                ready = select.select([sock] if not self._reading else [], [sock], [], remaining(deadline))
-                if ready[0]:
-                    self._read_now(sock)
+                if poller is None:
+                    poller = select.poll()
+                    # Read meanwhile unless another thread does: the daemon may be
+                    # waiting for room to write before it reads again.
+                    poller.register(sock, select.POLLOUT | (0 if self._reading else select.POLLIN))
+                timeout = remaining(deadline)
+                for _, flags in poller.poll(None if timeout is None else int(timeout * 1000) + 1):
+                    if flags & select.POLLIN:
+                        self._read_now(sock)
 
     def _read_now(self, sock: socket_module.socket) -> None:
         try:
@@ -491,7 +502,7 @@ class Client:
             raise ConnectionError("imagentd closed the connection")
         try:
             self._core.feed(self._view[:count])
-        except (p.ProtocolError, ValueError) as error:
+        except ValueError as error:
             raise ConnectionError(f"bad frame from imagentd: {error}") from None
 
     def _lost(self, generation: int, reason: str) -> None:
@@ -512,7 +523,7 @@ class Client:
         self._core.connection_lost(reason)
         self._cond.notify_all()
 
-    def _calldeadline_after(self, timeout: float | None) -> float | None:
+    def _call_deadline(self, timeout: float | None) -> float | None:
         return deadline_after(self.timeout if timeout is None else timeout)
 
 
@@ -557,7 +568,7 @@ class Session:
         if not self._send_lock.acquire(timeout=-1 if deadline is None else max(0.0, deadline - time.monotonic())):
             raise TimedOut("another send on this session did not finish in time")
         try:
-            return self._client._send(self._state, bytes(payload), ttl, remaining(deadline))
+            return self._client._send(self._state, bytes(payload), ttl, deadline)
         finally:
             self._send_lock.release()
 

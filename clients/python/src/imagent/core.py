@@ -241,7 +241,7 @@ class ClientCore:
                 pending.lost = True
                 pending._finish()
         self._outgoing.clear()
-        self._event(ConnectionEvent(False, reason))
+        self.add_event(ConnectionEvent(False, reason))
 
     def needs_attach(self, session: SessionState) -> bool:
         return not session.released and session.error is None and session.attached_generation != self.generation
@@ -314,24 +314,24 @@ class ClientCore:
                 pending.reply = frame
             pending._finish()
         elif op == p.ERROR:
-            self._event(ErrorEvent(ipc_error(frame.integer(p.CODE), frame.text(p.MESSAGE, ""))))
+            self.add_event(ErrorEvent(ipc_error(frame.integer(p.CODE), frame.text(p.MESSAGE, ""))))
         elif op == p.EV_ACKED:
             session, seq = frame.integer(p.SESSION), frame.integer(p.SEQ)
             state = self.sessions.get(session)
             if state is not None:
                 state.acked_seq = max(state.acked_seq, seq)
-            self._event(AckedEvent(session, seq))
+            self.add_event(AckedEvent(session, seq))
         elif op == p.EV_EXPIRED:
             error = ipc_error(frame.integer(p.CODE), frame.text(p.MESSAGE, ""))
-            self._event(ExpiredEvent(frame.integer(p.SESSION), frame.integer(p.SEQ), error))
+            self.add_event(ExpiredEvent(frame.integer(p.SESSION), frame.integer(p.SEQ), error))
         elif op == p.EV_SESSION_STATE:
             self._session_state(frame)
         elif op == p.EV_LINK_STATE:
             self.link_state = frame.integer(p.LINK_STATE)
-            self._event(LinkStateEvent(self.link_state))
+            self.add_event(LinkStateEvent(self.link_state))
         elif op == p.EV_EVENT:
             document = json.loads(frame.text(p.JSON))
-            self._event(WatchEvent(document if isinstance(document, dict) else {"value": document}))
+            self.add_event(WatchEvent(document if isinstance(document, dict) else {"value": document}))
         # Any other op is a newer daemon's: skipped.
 
     def _message(self, frame: p.Frame) -> None:
@@ -378,9 +378,9 @@ class ClientCore:
             state.state = value
             if value == SESSION_CLOSED_STATE and state.error is None:
                 state.error = error if error is not None else SessionClosed("the session was closed")
-        self._event(SessionStateEvent(session, value, error))
+        self.add_event(SessionStateEvent(session, value, error))
 
-    def _event(self, event: Event) -> None:
+    def add_event(self, event: Event) -> None:
         if len(self.events) == self.events.maxlen:
             self.events_dropped += 1
         self.events.append(event)

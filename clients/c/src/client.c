@@ -443,18 +443,19 @@ static int await_reply(imagent_client *client, uint32_t request, int64_t deadlin
             return result;
         if (client->reply_bytes)
             return 0;
+        /* Checked here, not from poll(): a stream of events would keep the
+         * socket readable past the deadline. */
+        int timeout = poll_timeout(deadline);
+        if (timeout == 0) {
+            client->awaited_request = 0;
+            return IMAGENT_ERR_TIMEDOUT;
+        }
         struct pollfd watched = {.fd = client->fd, .events = POLLIN};
         if (client->out.length > 0)
             watched.events |= POLLOUT;
-        int timeout = poll_timeout(deadline);
-        int ready = poll(&watched, 1, timeout);
-        if (ready < 0 && errno != EINTR) {
+        if (poll(&watched, 1, timeout) < 0 && errno != EINTR) {
             drop_connection(client);
             return CONNECTION_LOST;
-        }
-        if (ready == 0 && timeout == 0) {
-            client->awaited_request = 0;
-            return IMAGENT_ERR_TIMEDOUT;
         }
     }
 }
@@ -632,11 +633,13 @@ static int connect_once(imagent_client *client, int64_t deadline)
     return 0;
 }
 
+/* Whether a failed reconnect attempt may succeed later. A restarting daemon
+ * can refuse, time out, say SHUTTING_DOWN, or briefly have its socket with
+ * the wrong mode (PERMISSION_DENIED); these cannot change by waiting. */
 static bool worth_retrying(int result)
 {
-    return result == IMAGENT_ERR_UNAVAILABLE || result == IMAGENT_ERR_TIMEDOUT || result == IMAGENT_ERR_SHUTTING_DOWN ||
-           result == IMAGENT_ERR_SESSION_BUSY || result == IMAGENT_ERR_LIMIT_REACHED ||
-           result == IMAGENT_ERR_INTERNAL || result == IMAGENT_ERR_PROTOCOL || result == IMAGENT_ERR_SYSTEM;
+    return result != IMAGENT_ERR_VERSION_UNSUPPORTED && result != IMAGENT_ERR_BAD_REQUEST &&
+           result != IMAGENT_ERR_INVALID_ARGUMENT && result != IMAGENT_ERR_NO_MEMORY;
 }
 
 /* Connects again if the connection is gone, backing off between attempts,

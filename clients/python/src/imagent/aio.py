@@ -25,7 +25,7 @@ from typing import Any
 from . import protocol as p
 from .core import (
     ClientCore, ConnectionEvent, Event, Message, Pending, SessionState, backoff, deadline_after, json_result,
-    passed, remaining, ttl_milliseconds,
+    remaining, ttl_milliseconds,
 )
 from .errors import (
     ClientClosed, DaemonUnavailable, IPCError, PayloadTooLarge, PermissionDenied, SessionClosed, TimedOut,
@@ -77,14 +77,17 @@ class Client:
 
     @property
     def daemon_version(self) -> str:
+        """The daemon's version, from its last WELCOME."""
         return self._core.daemon_version
 
     @property
     def max_payload(self) -> int:
+        """The largest payload the daemon accepts (WELCOME's MAX_PAYLOAD)."""
         return self._core.max_payload
 
     @property
     def link_state(self) -> int:
+        """The daemon's link to the server: 0 disconnected, 1 connecting, 2 connected, 3 disconnecting."""
         return self._core.link_state
 
     async def open(self, service: str, *, priority: int | None = None, durable: bool | None = None,
@@ -236,8 +239,8 @@ class Client:
     def _ack(self, session: int, seq: int) -> None:
         if self._closed:
             raise ClientClosed("the client is closed")
-        frame = self._core.ack_frame(session, seq)
-        if frame is not None and self._transport is not None and self._ready:
+        frame = self._core.ack_frame(session, seq)  # None unless attached on this connection
+        if frame is not None and self._transport is not None:
             self._transport.write(frame)
 
     # MARK: Requests
@@ -329,7 +332,11 @@ class Client:
         hello = core.connection_made()
         generation = core.generation
         self._ready = False
-        transport, _ = await self._loop.create_unix_connection(lambda: _Protocol(self, generation), sock=sock)
+        try:
+            transport, _ = await self._loop.create_unix_connection(lambda: _Protocol(self, generation), sock=sock)
+        except OSError as error:
+            core.connection_lost(str(error))
+            raise
         if generation != core.generation or transport.is_closing():
             transport.close()
             return "the connection closed at once"
@@ -384,15 +391,16 @@ class Client:
             return
         try:
             core.feed(data)
-        except (p.ProtocolError, ValueError) as error:
+        except ValueError as error:  # ProtocolError, bad UTF-8 or JSON
             self._drop(f"bad frame from imagentd: {error}")
             return
         transport = self._transport
         if transport is None:
             return
-        outgoing = core.take_outgoing()
-        if outgoing and self._ready:
-            transport.write(outgoing)
+        if self._ready:  # during the re-attach, _establish writes them after the last OPENED
+            outgoing = core.take_outgoing()
+            if outgoing:
+                transport.write(outgoing)
         self._wake_sessions()
         if core.events and self._event_waiter is not None and not self._event_waiter.done():
             self._event_waiter.set_result(None)

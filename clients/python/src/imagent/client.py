@@ -25,7 +25,7 @@ from .core import (
     passed, remaining, ttl_milliseconds,
 )
 from .errors import (
-    ClientClosed, DaemonUnavailable, Error, IPCError, PayloadTooLarge, PermissionDenied, SessionClosed,
+    ClientClosed, DaemonUnavailable, IPCError, PayloadTooLarge, PermissionDenied, SessionClosed,
     TimedOut, UnknownSession, VersionUnsupported,
 )
 from .paths import open_socket, resolve_socket

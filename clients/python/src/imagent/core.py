@@ -220,8 +220,9 @@ class ClientCore:
         self.decoder = p.FrameDecoder()
         self._outgoing.clear()
         records = p.u8(p.IPC_VERSION, 1)
-        if self.name is not None:
-            records += p.text(p.CLIENT_NAME, self.name[:128])
+        if self.name is not None:  # at most 128 bytes, cut on a character's boundary
+            name = self.name.encode("utf-8")[:128].decode("utf-8", errors="ignore")
+            records += p.text(p.CLIENT_NAME, name)
         return self.request(p.HELLO, records)
 
     def welcome(self, frame: p.Frame) -> None:

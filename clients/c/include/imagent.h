@@ -21,6 +21,10 @@
  * again every session it had attached, resolves a send in flight from the
  * session's SENT_SEQ (exact when this handle is the session's only sender) and
  * drops messages it already handed to the program. See libimagent(3).
+ *
+ * Bounded memory: received messages wait in a queue; at 1024 messages or
+ * 16 MiB the library stops reading the socket (the daemon keeps the rest)
+ * except to find a reply it waits for. See libimagent(3), BOUNDED MEMORY.
  */
 #ifndef IMAGENT_H
 #define IMAGENT_H
@@ -119,6 +123,8 @@ typedef struct imagent_event {
     const char *message; /* NULL or text valid during the callback only */
 } imagent_event;
 
+/* Called from inside whichever call read the event; it must not call the
+ * library on the same handle. */
 typedef void (*imagent_event_callback)(const imagent_event *event, void *user_data);
 
 /* Connecting (imagent_connect(3)). socket_path NULL: $IMAGENT_SOCKET, else
@@ -154,7 +160,10 @@ IMAGENT_API int imagent_ack(imagent_client *client, uint64_t session, uint64_t s
 IMAGENT_API int imagent_set_event_callback(imagent_client *client, imagent_event_callback callback,
                                            void *user_data);
 
-/* Event-loop integration (imagent_fd(3)). The fd changes after a reconnect. */
+/* Event-loop integration (imagent_fd(3)): poll imagent_fd() for reading, then
+ * imagent_process() and imagent_receive(..., 0). The fd changes after a
+ * reconnect and is -1 while disconnected (call imagent_process() from a timer
+ * then: it reconnects). */
 IMAGENT_API int imagent_fd(const imagent_client *client);
 IMAGENT_API int imagent_process(imagent_client *client);
 

@@ -474,6 +474,10 @@ static int run_bench(imagent_client *client)
              ",\"rtt_p99_us\":%" PRId64 "}",
              opts.size, oneway, p50, p99);
     emit_line(line);
+    /* The daemon may serve more runs: leave nothing behind. */
+    bound(client);
+    imagent_close(client, sink);
+    imagent_close(client, echo);
     free(durations);
     free(payload);
     return 0;

@@ -223,8 +223,8 @@ class FakeDaemon:
                             after = [self._message(state.id, len(state.inbound), payload)]
             elif op == p.ACK:
                 session_id, seq = frame.integer(p.SESSION), frame.integer(p.SEQ)
-                self.acks.append((session_id, seq))
                 self.sessions[session_id].delivered = max(self.sessions[session_id].delivered, seq)
+                self.acks.append((session_id, seq))
             elif op in (p.CLOSE, p.DETACH):
                 state = self.sessions.get(frame.integer(p.SESSION))
                 if state is None:

@@ -7,7 +7,7 @@ import tempfile
 import threading
 import unittest
 
-from fakedaemon import FakeDaemon
+from fakedaemon import FakeDaemon, wait_until
 
 import imagent
 import imagent.aio
@@ -36,7 +36,7 @@ class AioTestCase(unittest.IsolatedAsyncioTestCase):
             if len(got) == 3:
                 break
         self.assertEqual(got, [(1, b"m0"), (2, b"m1"), (3, b"m2")])
-        self.assertEqual(self.daemon.sessions[session.id].delivered, 3)
+        self.assertTrue(wait_until(lambda: self.daemon.sessions[session.id].delivered == 3))
 
     async def test_async_with_connects_and_closes(self) -> None:
         async with imagent.aio.connect(self.daemon.path) as client:

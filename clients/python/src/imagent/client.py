@@ -53,7 +53,11 @@ class Client:
         self.timeout = timeout
         self._core = ClientCore(name)
         self._core.ack_callback = self._ack
-        self._cond = threading.Condition(threading.Lock())
+        # `with self._lock` holds the condition's lock (a C-level context manager);
+        # notify_all only when a thread sleeps on the condition.
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._sleepers = 0
         self._sock: socket_module.socket | None = None
         self._poll: Any = None
         self._connecting = False
@@ -108,7 +112,7 @@ class Client:
         if len(payload) > self._core.max_payload:
             raise PayloadTooLarge(f"payload of {len(payload)} bytes above the daemon's MAX_PAYLOAD {self._core.max_payload}")
         deadline = self._call_deadline(timeout)
-        with self._cond:
+        with self._lock:
             self._connection(deadline)
             pending = self._core.send_request(session_id, bytes(payload), ttl_milliseconds(ttl))
             reply = self._exchange(pending, deadline, lost_is_error=True)
@@ -144,7 +148,7 @@ class Client:
         Events are LinkStateEvent, SessionStateEvent, AckedEvent, ExpiredEvent,
         ErrorEvent, ConnectionEvent and WatchEvent. At most 1024 are kept: when
         nobody takes them, the oldest are dropped."""
-        with self._cond:
+        with self._lock:
             taken = list(self._core.events)
             self._core.events.clear()
             return taken
@@ -154,7 +158,7 @@ class Client:
         None when the timeout passes."""
         deadline = deadline_after(timeout)
         core = self._core
-        with self._cond:
+        with self._lock:
             while True:
                 if core.events:
                     return core.events.popleft()
@@ -166,10 +170,10 @@ class Client:
 
     def close(self) -> None:
         """Close the connection; the sessions live on in the daemon (detached)."""
-        with self._cond:
+        with self._lock:
             self._closed = True
             self._drop("the client was closed")
-            self._cond.notify_all()
+            self._notify()
 
     def __enter__(self) -> Client:
         return self
@@ -185,7 +189,7 @@ class Client:
         if len(payload) > core.max_payload:
             raise PayloadTooLarge(f"payload of {len(payload)} bytes above the daemon's MAX_PAYLOAD {core.max_payload}")
         ttl_ms = ttl_milliseconds(ttl)
-        with self._cond:
+        with self._lock:
             self._attached(state, deadline)
             # One send at a time per session (Session.send holds its lock): nothing else
             # of ours is in flight, so SENT_SEQ beyond this tells that this one was stored.
@@ -202,7 +206,7 @@ class Client:
     def _receive(self, state: SessionState, timeout: float | None) -> Message | None:
         core = self._core
         deadline = deadline_after(timeout)
-        with self._cond:
+        with self._lock:
             while True:
                 message = core.pop_message(state)
                 if message is not None:
@@ -220,7 +224,7 @@ class Client:
 
     def _release(self, state: SessionState, op: int, timeout: float | None) -> None:
         deadline = self._call_deadline(timeout)
-        with self._cond:
+        with self._lock:
             lost_once = False
             try:
                 while True:
@@ -239,7 +243,7 @@ class Client:
                 self._core.release(state.id)
 
     def _ack(self, session: int, seq: int) -> None:
-        with self._cond:
+        with self._lock:
             if self._closed:
                 raise ClientClosed("the client is closed")
             frame = self._core.ack_frame(session, seq)
@@ -254,7 +258,7 @@ class Client:
     def _call(self, op: int, records: bytes, timeout: float | None) -> p.Frame:
         """A request, made again on the next connection when its connection is lost."""
         deadline = self._call_deadline(timeout)
-        with self._cond:
+        with self._lock:
             while True:
                 self._connection(deadline)
                 reply = self._exchange(self._core.request(op, records), deadline, lost_is_error=False)
@@ -288,7 +292,7 @@ class Client:
     # MARK: The connection
 
     def _connect_first(self, deadline: float | None) -> None:
-        with self._cond:
+        with self._lock:
             self._connection(deadline, attempts=1)
 
     def _attached(self, state: SessionState, deadline: float | None) -> None:
@@ -321,7 +325,7 @@ class Client:
             if self._connecting:
                 if passed(deadline):
                     raise DaemonUnavailable(f"imagentd at {self.path} is not back: reconnecting")
-                self._cond.wait(remaining(deadline))
+                self._sleep(remaining(deadline))
                 continue
             if attempts is not None and attempt >= attempts:
                 raise DaemonUnavailable(f"cannot connect to imagentd at {self.path}: {last_failure}")
@@ -329,7 +333,7 @@ class Client:
             if attempt > 0 and deadline is not None and time.monotonic() + delay > deadline:
                 raise DaemonUnavailable(f"cannot connect to imagentd at {self.path}: {last_failure}")
             if delay > 0:
-                self._cond.wait(delay)
+                self._sleep(delay)
                 if self._sock is not None or self._connecting:
                     continue
             attempt += 1
@@ -341,7 +345,7 @@ class Client:
                 last_failure = self._establish(None if deadline is None else max(deadline, grace))
             finally:
                 self._connecting = False
-                self._cond.notify_all()
+                self._notify()
             if not last_failure:
                 return
 
@@ -349,13 +353,13 @@ class Client:
         """One attempt (lock held, `_connecting` set): connect, HELLO, re-attach.
         Returns "" on success, else why it failed."""
         core = self._core
-        self._cond.release()
+        self._lock.release()
         try:
             sock = open_socket(self.path)
         except OSError as error:
             return error.strerror or str(error)
         finally:
-            self._cond.acquire()
+            self._lock.acquire()
         if self._closed:
             sock.close()
             raise ClientClosed("the client is closed")
@@ -417,7 +421,7 @@ class Client:
             if self._reading:
                 if passed(deadline):
                     return False
-                self._cond.wait(remaining(deadline))
+                self._sleep(remaining(deadline))
             else:
                 self._read(deadline)  # at least once, also for a timeout of 0
                 if passed(deadline):
@@ -431,22 +435,20 @@ class Client:
         self._reading = True
         count = -1
         failure = ""
-        self._cond.release()
+        self._lock.release()
         try:
-            try:
+            # poll(2) first: a reply is seldom there yet, and an EAGAIN costs Python more.
+            timeout = remaining(deadline)
+            if poller.poll(None if timeout is None else int(timeout * 1000) + 1):
                 count = sock.recv_into(self._buffer)
-            except BlockingIOError:
-                timeout = remaining(deadline)
-                if poller.poll(None if timeout is None else int(timeout * 1000) + 1):
-                    count = sock.recv_into(self._buffer)
         except BlockingIOError:
             pass
         except OSError as error:
             failure = str(error)
         finally:
-            self._cond.acquire()
+            self._lock.acquire()
             self._reading = False
-            self._cond.notify_all()
+            self._notify()
         if generation != self._core.generation or self._sock is not sock:
             return  # dropped meanwhile (close)
         if failure or count == 0:
@@ -505,6 +507,17 @@ class Client:
         except ValueError as error:
             raise ConnectionError(f"bad frame from imagentd: {error}") from None
 
+    def _sleep(self, timeout: float | None) -> None:
+        self._sleepers += 1
+        try:
+            self._cond.wait(timeout)
+        finally:
+            self._sleepers -= 1
+
+    def _notify(self) -> None:
+        if self._sleepers:
+            self._cond.notify_all()
+
     def _lost(self, generation: int, reason: str) -> None:
         if generation == self._core.generation:
             self._drop(reason)
@@ -521,7 +534,7 @@ class Client:
             pass
         sock.close()
         self._core.connection_lost(reason)
-        self._cond.notify_all()
+        self._notify()
 
     def _call_deadline(self, timeout: float | None) -> float | None:
         return deadline_after(self.timeout if timeout is None else timeout)

@@ -18,7 +18,6 @@ as is a record running past its frame.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 
 # Requests
 HELLO = 0x0001
@@ -134,13 +133,19 @@ class ProtocolError(ValueError):
     """Bytes that are not a valid Agent IPC/1 frame."""
 
 
-@dataclass(frozen=True, slots=True)
 class Frame:
     """One decoded frame: its op, request id and the records its op defines."""
 
-    op: int
-    request: int
-    records: dict[int, bytes]
+    __slots__ = ("op", "request", "records")
+
+    def __init__(self, op: int, request: int, records: dict[int, bytes]) -> None:
+        self.op = op
+        self.request = request
+        self.records = records
+
+    def __repr__(self) -> str:
+        names = ", ".join(TAG_NAMES.get(tag, hex(tag)) for tag in self.records)
+        return f"Frame({OP_NAMES.get(self.op, hex(self.op))}, request={self.request}, records=[{names}])"
 
     def has(self, tag: int) -> bool:
         return tag in self.records

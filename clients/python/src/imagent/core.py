@@ -250,17 +250,21 @@ class ClientCore:
     # MARK: Requests
 
     def request(self, op: int, records: bytes = b"") -> Pending:
-        request = self._next_request
-        self._next_request = request + 1 if request < 0xFFFFFFFF else 1
-        pending = Pending(request, self.generation, p.encode(op, request, records))
-        self.pending[request] = pending
-        return pending
+        """A request with a fresh id, awaiting its reply on this connection."""
+        request = self._take_request_id()
+        return self._register(Pending(request, self.generation, p.encode(op, request, records)))
 
     def send_request(self, session: int, payload: bytes, ttl_ms: int | None) -> Pending:
+        request = self._take_request_id()
+        return self._register(Pending(request, self.generation, p.send_frame(request, session, payload, ttl_ms)))
+
+    def _take_request_id(self) -> int:
         request = self._next_request
-        self._next_request = request + 1 if request < 0xFFFFFFFF else 1
-        pending = Pending(request, self.generation, p.send_frame(request, session, payload, ttl_ms))
-        self.pending[request] = pending
+        self._next_request = request + 1 if request < 0xFFFFFFFF else 1  # never 0
+        return request
+
+    def _register(self, pending: Pending) -> Pending:
+        self.pending[pending.request] = pending
         return pending
 
     def forget(self, pending: Pending) -> None:
@@ -279,10 +283,9 @@ class ClientCore:
         """Records the program's ACK; returns the frame to write now, or None when the
         session is not attached on this connection (it is sent after the re-attach)."""
         state = self.sessions.get(session)
-        if state is None:
-            return None
-        if seq > state.program_acked:
-            state.program_acked = seq
+        if state is None or seq <= state.program_acked:
+            return None  # gone, or acknowledged already (ACK is cumulative)
+        state.program_acked = seq
         if not self.connected or state.attached_generation != self.generation:
             return None
         return p.encode(p.ACK, 0, p.u64(p.SESSION, session) + p.u64(p.SEQ, seq))
@@ -359,7 +362,6 @@ class ClientCore:
         if state is None:
             state = self.sessions[session] = SessionState(session)
         state.attached_generation = self.generation
-        state.released = False
         state.state = frame.integer(p.SESSION_STATE)
         # The daemon counts every SEND that will ever be ACCEPTED: a send in flight
         # is stored exactly when SENT_SEQ passed the last seq we saw ACCEPTED.

@@ -147,9 +147,6 @@ class Frame:
         names = ", ".join(TAG_NAMES.get(tag, hex(tag)) for tag in self.records)
         return f"Frame({OP_NAMES.get(self.op, hex(self.op))}, request={self.request}, records=[{names}])"
 
-    def has(self, tag: int) -> bool:
-        return tag in self.records
-
     def integer(self, tag: int) -> int:
         """A fixed-size record as an integer; ProtocolError when it is missing."""
         try:
@@ -281,9 +278,6 @@ class FrameDecoder:
     @property
     def buffered(self) -> int:
         return len(self._buffer)
-
-    def reset(self) -> None:
-        self._buffer = bytearray()
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[Frame]:
         """The frames that `data` completes, in order; raises ProtocolError."""

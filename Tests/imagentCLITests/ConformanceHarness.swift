@@ -63,6 +63,7 @@ struct DriverRun: @unchecked Sendable {
     }
 
     func int(_ key: String) -> Int? { (report?[key] as? NSNumber)?.intValue }
+    func uint64(_ key: String) -> UInt64? { (report?[key] as? NSNumber)?.uint64Value }
     func string(_ key: String) -> String? { report?[key] as? String }
     func bool(_ key: String) -> Bool? {
         // JSON true or false, not a number: Foundation reads those as a char NSNumber.

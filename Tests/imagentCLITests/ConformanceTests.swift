@@ -83,9 +83,9 @@ struct ConformanceTests {
             // The folder is 0700 (the daemon keeps its store there): let other users through to the socket.
             #expect(chmod(cluster.directory, 0o711) == 0)
             let opened = try await cluster.run(library, "open")
-            let session = try #require(opened.int("session"), "\(library): open gave no session; \(opened.diagnosis)")
+            let session = try #require(opened.uint64("session"), "\(library): open gave no session; \(opened.diagnosis)")
             let run = try await cluster.run(library, "attach", ["--session", "\(session)"], asUID: Self.nobody)
-            print("conformance \(library) other uid: attach \(run.string("attach") ?? "?"), send \(run.string("send") ?? "?"), "
+            print("conformance \(library) other uid, session \(session): attach \(run.string("attach") ?? "?"), send \(run.string("send") ?? "?"), "
                   + "close \(run.string("close") ?? "?")")
             #expect(run.status == 0 && !run.signaled, "\(library): \(run.diagnosis)")
             for step in ["attach", "send", "close"] {

@@ -40,6 +40,8 @@ class FakeDaemon:
         self.acks: list[tuple[int, int]] = []
         self.hellos: list[str] = []
         self.requests: list[int] = []
+        #: An ERROR code sent with request 0 to each new connection, which is then closed.
+        self.refuse_code: int | None = None
         self._next_id = 0x1000
         self._connections: list[socket.socket] = []
         self._listeners: list[socket.socket] = []
@@ -119,6 +121,10 @@ class FakeDaemon:
                 connection, _ = listener.accept()
             except OSError:
                 return
+            if self.refuse_code is not None:
+                connection.sendall(self._error(0, self.refuse_code, "refused"))
+                connection.close()
+                continue
             with self.lock:
                 self._connections.append(connection)
                 self._write_locks[connection] = threading.Lock()

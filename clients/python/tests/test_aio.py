@@ -83,6 +83,11 @@ class AioTestCase(unittest.IsolatedAsyncioTestCase):
         self.assertEqual((second.seq, second.payload), (2, b"two"))
         self.assertIsNone(await session.receive(0.2))
 
+    async def test_a_daemon_that_turns_the_connection_away_raises_its_error(self) -> None:
+        self.daemon.refuse_code = 12
+        with self.assertRaises(imagent.LimitReached):
+            await imagent.aio.connect(self.daemon.path)
+
     async def test_a_daemon_that_stays_away_raises_daemon_unavailable(self) -> None:
         session = await self.client.open("sink")
         self.daemon.stop()

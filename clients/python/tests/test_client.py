@@ -233,6 +233,16 @@ class SocketPathTests(unittest.TestCase):
                 else:
                     os.environ[key] = value
 
+    def test_a_daemon_that_turns_the_connection_away_raises_its_error(self) -> None:
+        with tempfile.TemporaryDirectory() as directory:
+            daemon = FakeDaemon(directory)
+            daemon.refuse_code = 12
+            try:
+                with self.assertRaises(imagent.LimitReached):
+                    imagent.connect(daemon.path)
+            finally:
+                daemon.close()
+
     def test_no_daemon_raises_daemon_unavailable(self) -> None:
         with tempfile.TemporaryDirectory() as directory:
             with self.assertRaises(imagent.DaemonUnavailable):

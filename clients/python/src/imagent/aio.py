@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket as socket_module
 from collections.abc import Generator
 from types import TracebackType
 from typing import Any
@@ -40,14 +41,22 @@ _FATAL_ATTACH = (SessionClosed, UnknownSession, PermissionDenied)
 
 
 class _Protocol(asyncio.Protocol):
-    def __init__(self, client: Client, generation: int) -> None:
+    def __init__(self, client: Client, generation: int, sock: socket_module.socket) -> None:
         self.client = client
         self.generation = generation
+        self.sock = sock
 
     def data_received(self, data: bytes) -> None:
         self.client._data(self.generation, data)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        # A write that failed closes the transport before it read what the daemon
+        # said last (an ERROR such as LIMIT_REACHED): the socket is still open here.
+        try:
+            while data := self.sock.recv(65536):
+                self.client._data(self.generation, data)
+        except OSError:
+            pass
         self.client._lost(self.generation, str(exc) if exc else "imagentd closed the connection")
 
 
@@ -69,6 +78,8 @@ class Client:
         self._paused = False
         self._closed = False
         self._ever_connected = False
+        #: Why the daemon turned the last connection attempt away (ERROR), if it did.
+        self._refusal: IPCError | None = None
         self._connecting: asyncio.Task[None] | None = None
         self._waiters: dict[int, asyncio.Future[None]] = {}
         self._event_waiter: asyncio.Future[None] | None = None
@@ -312,6 +323,8 @@ class Client:
         failure = "not connected"
         while not self._closed:
             if attempts is not None and attempt >= attempts:
+                if self._refusal is not None:
+                    raise self._refusal  # a daemon answered, and said no
                 raise DaemonUnavailable(f"cannot connect to imagentd at {self.path}: {failure}")
             delay = backoff(attempt)
             attempt += 1
@@ -328,12 +341,13 @@ class Client:
     async def _establish(self) -> str:
         """One attempt: connect, HELLO, re-attach. "" on success, else why not."""
         core = self._core
+        self._refusal = None
         sock = open_socket(self.path)
         hello = core.connection_made()
         generation = core.generation
         self._ready = False
         try:
-            transport, _ = await self._loop.create_unix_connection(lambda: _Protocol(self, generation), sock=sock)
+            transport, _ = await self._loop.create_unix_connection(lambda: _Protocol(self, generation, sock), sock=sock)
         except OSError as error:
             core.connection_lost(str(error))
             raise
@@ -348,10 +362,12 @@ class Client:
             self._drop("VERSION_UNSUPPORTED")
             raise
         except IPCError as error:  # LIMIT_REACHED, SHUTTING_DOWN, ...: try again later
+            self._refusal = error
             self._drop(str(error))
             return str(error)
         if welcome is None:
-            return "the connection closed during HELLO"
+            self._refusal = core.last_refusal  # LIMIT_REACHED at accept comes with request 0
+            return f"the connection closed during HELLO{f' ({core.last_refusal})' if core.last_refusal else ''}"
         core.welcome(welcome)
         sessions = [state for state in core.sessions.values() if core.needs_attach(state)]
         if sessions:

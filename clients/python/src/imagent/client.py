@@ -64,6 +64,8 @@ class Client:
         self._reading = False
         self._closed = False
         self._ever_connected = False
+        #: Why the daemon turned the last connection attempt away (ERROR), if it did.
+        self._refusal: IPCError | None = None
         self._buffer = bytearray(_READ_SIZE)
         self._view = memoryview(self._buffer)
 
@@ -272,6 +274,7 @@ class Client:
         try:
             self._write(pending.frame, deadline)
         except OSError as error:
+            self._drain()  # what the daemon said before it closed (an ERROR) is still there
             self._lost(pending.generation, f"write failed: {error}")
         self._wait(lambda: pending.done, deadline)
         if pending.reply is not None:
@@ -328,6 +331,8 @@ class Client:
                 self._sleep(remaining(deadline))
                 continue
             if attempts is not None and attempt >= attempts:
+                if self._refusal is not None:
+                    raise self._refusal  # a daemon answered, and said no
                 raise DaemonUnavailable(f"cannot connect to imagentd at {self.path}: {last_failure}")
             delay = backoff(attempt)
             if attempt > 0 and deadline is not None and time.monotonic() + delay > deadline:
@@ -353,6 +358,7 @@ class Client:
         """One attempt (lock held, `_connecting` set): connect, HELLO, re-attach.
         Returns "" on success, else why it failed."""
         core = self._core
+        self._refusal = None
         self._lock.release()
         try:
             sock = open_socket(self.path)
@@ -373,13 +379,15 @@ class Client:
             self._drop("VERSION_UNSUPPORTED")
             raise
         except IPCError as error:  # LIMIT_REACHED, SHUTTING_DOWN, ...: try again later
+            self._refusal = error
             self._drop(str(error))
             return str(error)
         except TimedOut:
             self._drop("HELLO timed out")
             raise
         if welcome is None:
-            return "the connection closed during HELLO"
+            self._refusal = core.last_refusal  # LIMIT_REACHED at accept comes with request 0
+            return f"the connection closed during HELLO{f' ({core.last_refusal})' if core.last_refusal else ''}"
         core.welcome(welcome)
         sessions = [state for state in core.sessions.values() if core.needs_attach(state)]
         reattaching = [core.request(p.OPEN, p.u64(p.SESSION, state.id)) for state in sessions]
@@ -517,6 +525,18 @@ class Client:
     def _notify(self) -> None:
         if self._sleepers:
             self._cond.notify_all()
+
+    def _drain(self) -> None:
+        """Reads what is left on a failing connection, without waiting."""
+        sock = self._sock
+        try:
+            while sock is not None and not self._reading:
+                count = sock.recv_into(self._buffer)
+                if count == 0:
+                    return
+                self._core.feed(self._view[:count])
+        except (OSError, ValueError):
+            return
 
     def _lost(self, generation: int, reason: str) -> None:
         if generation == self._core.generation:

@@ -206,6 +206,8 @@ class ClientCore:
         self.redeliveries_dropped = 0
         self.queued = 0
         self.decoder = p.FrameDecoder()
+        #: The last ERROR with request 0 on this connection (LIMIT_REACHED at accept, ...).
+        self.last_refusal: IPCError | None = None
         self._next_request = 1
         self._outgoing: list[bytes] = []
         #: What `Message.ack()` calls: the client's.
@@ -218,6 +220,7 @@ class ClientCore:
         self.generation += 1
         self.connected = True
         self.decoder = p.FrameDecoder()
+        self.last_refusal = None
         self._outgoing.clear()
         records = p.u8(p.IPC_VERSION, 1)
         if self.name is not None:  # at most 128 bytes, cut on a character's boundary
@@ -318,7 +321,9 @@ class ClientCore:
                 pending.reply = frame
             pending._finish()
         elif op == p.ERROR:
-            self.add_event(ErrorEvent(ipc_error(frame.integer(p.CODE), frame.text(p.MESSAGE, ""))))
+            error = ipc_error(frame.integer(p.CODE), frame.text(p.MESSAGE, ""))
+            self.last_refusal = error
+            self.add_event(ErrorEvent(error))
         elif op == p.EV_ACKED:
             session, seq = frame.integer(p.SESSION), frame.integer(p.SEQ)
             state = self.sessions.get(session)

@@ -82,9 +82,11 @@ struct ConformanceTests {
             try await cluster.startDaemon()
             // The folder is 0700 (the daemon keeps its store there): let other users through to the socket.
             #expect(chmod(cluster.directory, 0o711) == 0)
-            let opened = try await cluster.run(library, "open")
+            let opened = try await cluster.run(library, "open", ["--timeout-ms", "20000"], limit: .seconds(30))
             let session = try #require(opened.uint64("session"), "\(library): open gave no session; \(opened.diagnosis)")
-            let run = try await cluster.run(library, "attach", ["--session", "\(session)"], asUID: Self.nobody)
+            // setpriv's change of uid clears the parent-death signal: this driver is bounded by its own limits alone.
+            let run = try await cluster.run(library, "attach", ["--session", "\(session)", "--timeout-ms", "20000"],
+                                            asUID: Self.nobody, limit: .seconds(30))
             print("conformance \(library) other uid, session \(session): attach \(run.string("attach") ?? "?"), send \(run.string("send") ?? "?"), "
                   + "close \(run.string("close") ?? "?")")
             #expect(run.status == 0 && !run.signaled, "\(library): \(run.diagnosis)")

@@ -313,6 +313,13 @@ def run_bench(options: argparse.Namespace, deadline: Deadline) -> dict[str, Any]
                     rtt_p50_us=rtts[len(rtts) // 2], rtt_p99_us=rtts[min(len(rtts) - 1, len(rtts) * 99 // 100)])
 
 
+def u64(text: str) -> int:
+    value = int(text)
+    if not 0 <= value < 1 << 64:
+        raise argparse.ArgumentTypeError(f"{text} is not a session id (a u64)")
+    return value
+
+
 SCENARIOS = ("echo", "large", "queue-full", "server-down", "sessions", "stream", "open", "attach", "bench")
 
 
@@ -324,7 +331,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--messages", type=int, default=100)
     parser.add_argument("--size", type=int, default=64)
     parser.add_argument("--sessions", type=int, default=1)
-    parser.add_argument("--session", type=int, default=0)
+    parser.add_argument("--session", type=u64, default=0)
     parser.add_argument("--timeout-ms", type=int, default=120000)
     parser.add_argument("--aio", action="store_true", help="the stream scenarios on the asyncio API")
     options = parser.parse_args(argv)

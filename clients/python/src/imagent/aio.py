@@ -25,8 +25,8 @@ from typing import Any
 
 from . import protocol as p
 from .core import (
-    ClientCore, ConnectionEvent, Event, Message, Pending, SessionState, backoff, deadline_after, json_result,
-    remaining, ttl_milliseconds,
+    ClientCore, ConnectionEvent, Event, Message, Pending, SessionState, backoff, checked_session_id,
+    deadline_after, json_result, remaining, ttl_milliseconds,
 )
 from .errors import (
     ClientClosed, DaemonUnavailable, IPCError, PayloadTooLarge, PermissionDenied, SessionClosed, TimedOut,
@@ -114,7 +114,7 @@ class Client:
 
     async def attach(self, session_id: int, *, timeout: float | None = None) -> Session:
         """Attach an existing session: its unacknowledged messages come again."""
-        reply = await self._call(p.OPEN, p.u64(p.SESSION, session_id), timeout)
+        reply = await self._call(p.OPEN, p.u64(p.SESSION, checked_session_id(session_id)), timeout)
         return Session(self, self._core.sessions[reply.integer(p.SESSION)])
 
     async def send_to(self, session_id: int, payload: bytes, ttl: float | None = None, *,
@@ -123,14 +123,14 @@ class Client:
         self._check_size(payload)
         deadline = self._call_deadline(timeout)
         await self._connection(deadline)
-        reply = await self._exchange(self._core.send_request(session_id, bytes(payload), ttl_milliseconds(ttl)), deadline)
+        reply = await self._exchange(self._core.send_request(checked_session_id(session_id), bytes(payload), ttl_milliseconds(ttl)), deadline)
         if reply is None:
             raise DaemonUnavailable("the connection to imagentd was lost before ACCEPTED")
         return reply.integer(p.SEQ)
 
     async def close_session(self, session_id: int, *, timeout: float | None = None) -> None:
         """CLOSE a session by id, attached here or not."""
-        state = self._core.sessions.get(session_id) or SessionState(session_id)
+        state = self._core.sessions.get(session_id) or SessionState(checked_session_id(session_id))
         await self._release(state, p.CLOSE, timeout)
 
     async def status(self, *, timeout: float | None = None) -> dict[str, Any]:

@@ -21,8 +21,8 @@ from typing import Any
 
 from . import protocol as p
 from .core import (
-    ClientCore, ConnectionEvent, Event, Message, Pending, SessionState, backoff, deadline_after, json_result,
-    passed, remaining, ttl_milliseconds,
+    ClientCore, ConnectionEvent, Event, Message, Pending, SessionState, backoff, checked_session_id,
+    deadline_after, json_result, passed, remaining, ttl_milliseconds,
 )
 from .errors import (
     ClientClosed, DaemonUnavailable, IPCError, PayloadTooLarge, PermissionDenied, SessionClosed,
@@ -101,7 +101,7 @@ class Client:
 
     def attach(self, session_id: int, *, timeout: float | None = None) -> Session:
         """Attach an existing session (OPEN with SESSION): its unacknowledged messages come again."""
-        reply = self._call(p.OPEN, p.u64(p.SESSION, session_id), timeout)
+        reply = self._call(p.OPEN, p.u64(p.SESSION, checked_session_id(session_id)), timeout)
         return Session(self, self._core.sessions[reply.integer(p.SESSION)])
 
     def send_to(self, session_id: int, payload: bytes, ttl: float | None = None, *,
@@ -116,14 +116,14 @@ class Client:
         deadline = self._call_deadline(timeout)
         with self._lock:
             self._connection(deadline)
-            pending = self._core.send_request(session_id, bytes(payload), ttl_milliseconds(ttl))
+            pending = self._core.send_request(checked_session_id(session_id), bytes(payload), ttl_milliseconds(ttl))
             reply = self._exchange(pending, deadline, lost_is_error=True)
             assert reply is not None
             return reply.integer(p.SEQ)
 
     def close_session(self, session_id: int, *, timeout: float | None = None) -> None:
         """CLOSE a session by id, attached here or not: it ends for good."""
-        state = self._core.sessions.get(session_id) or SessionState(session_id)
+        state = self._core.sessions.get(session_id) or SessionState(checked_session_id(session_id))
         self._release(state, p.CLOSE, timeout)
 
     def status(self, *, timeout: float | None = None) -> dict[str, Any]:

@@ -414,6 +414,13 @@ def _no_ack(session: int, seq: int) -> None:
     raise NotImplementedError("a core without a client")
 
 
+def checked_session_id(value: int) -> int:
+    """`value` as a SESSION record's u64; ValueError when it is not one."""
+    if not isinstance(value, int) or not 0 < value < 1 << 64:
+        raise ValueError(f"{value!r} is not a session id (a u64 above 0)")
+    return value
+
+
 def json_result(frame: p.Frame) -> dict[str, Any]:
     """RESULT's JSON object."""
     document = json.loads(frame.text(p.JSON))

@@ -87,8 +87,8 @@ class FakeDaemon:
             self.start()
 
     def fault(self, op: int, action: str) -> None:
-        """The next request `op` gets `action`: "drop-before-store", "drop-after-store"
-        (SEND), "error:CODE", or "silent" (no reply)."""
+        """The next request `op` gets `action`: "drop-before-store", "drop-after-store",
+        "store-silent" (SEND), "error:CODE", or "silent" (no reply, nothing done)."""
         with self.lock:
             self.faults.append((op, action))
 
@@ -222,6 +222,8 @@ class FakeDaemon:
                     state.outbound.append(payload)
                     if action == "drop-after-store":
                         return False
+                    if action == "store-silent":
+                        return True
                     reply = p.encode(p.ACCEPTED, request, p.u64(p.SESSION, state.id) + p.u64(p.SEQ, len(state.outbound)))
                     if state.service == "echo":
                         state.inbound.append(payload)

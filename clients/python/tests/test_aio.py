@@ -71,6 +71,14 @@ class AioTestCase(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(await session.send(b"one"), 1)
         self.assertEqual(self.daemon.sessions[session.id].outbound, [b"one"])
 
+    async def test_after_a_send_timed_out_the_next_send_knows_whether_it_was_stored(self) -> None:
+        session = await self.client.open("sink")
+        self.daemon.fault(p.SEND, "store-silent")
+        with self.assertRaises(imagent.TimedOut):
+            await session.send(b"one", timeout=0.2)
+        self.assertEqual(await session.send(b"two"), 2)
+        self.assertEqual(self.daemon.sessions[session.id].outbound, [b"one", b"two"])
+
     async def test_a_send_waits_through_a_restart_and_messages_are_not_repeated(self) -> None:
         session = await self.client.open("echo")
         await session.send(b"one")

@@ -138,6 +138,18 @@ class SurvivalTests(ClientTestCase):
         self.assertEqual(session.send(b"one"), 1)
         self.assertEqual(self.daemon.sessions[session.id].outbound, [b"one"])
 
+    def test_after_a_send_timed_out_the_next_send_knows_whether_it_was_stored(self) -> None:
+        session = self.client.open("sink")
+        self.daemon.fault(p.SEND, "store-silent")
+        with self.assertRaises(imagent.TimedOut):
+            session.send(b"one", timeout=0.3)
+        self.assertEqual(session.send(b"two"), 2)
+        self.daemon.fault(p.SEND, "silent")
+        with self.assertRaises(imagent.TimedOut):
+            session.send(b"lost", timeout=0.3)
+        self.assertEqual(session.send(b"three"), 3)
+        self.assertEqual(self.daemon.sessions[session.id].outbound, [b"one", b"two", b"three"])
+
     def test_a_send_waits_through_a_restart(self) -> None:
         session = self.client.open("sink")
         self.daemon.restart(down_for=0.5)

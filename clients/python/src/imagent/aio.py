@@ -196,8 +196,9 @@ class Client:
             pending = self._core.send_request(state.id, payload, ttl_ms)
             try:
                 reply = await self._exchange(pending, deadline)
-            except TimedOut:
-                self._drop("a SEND timed out")  # the next attach's SENT_SEQ tells the next send
+            except (TimedOut, asyncio.CancelledError):
+                # Its fate is unknown: the next attach's SENT_SEQ settles it before the next send.
+                self._drop("a SEND was given up before its ACCEPTED")
                 raise
             if reply is not None:
                 return reply.integer(p.SEQ)

@@ -38,6 +38,8 @@ DEFAULT_TIMEOUT = 60.0
 #: Received messages held (all sessions) before reading pauses while no call waits.
 DEFAULT_MAX_QUEUED = 10000
 _FATAL_ATTACH = (SessionClosed, UnknownSession, PermissionDenied)
+#: How long the reconnecting task waits for WELCOME and the re-attach's OPENEDs.
+HANDSHAKE_TIMEOUT = 10.0
 
 
 class _Protocol(asyncio.Protocol):
@@ -357,11 +359,15 @@ class Client:
             return "the connection closed at once"
         self._transport = transport
         self._paused = False
+        handshake = deadline_after(HANDSHAKE_TIMEOUT)
         try:
-            welcome = await self._exchange(hello, None)
+            welcome = await self._exchange(hello, handshake)
         except VersionUnsupported:
             self._drop("VERSION_UNSUPPORTED")
             raise
+        except TimedOut as error:
+            self._drop(str(error))
+            return str(error)
         except IPCError as error:  # LIMIT_REACHED, SHUTTING_DOWN, ...: try again later
             self._refusal = error
             self._drop(str(error))
@@ -375,7 +381,12 @@ class Client:
             pendings = [core.request(p.OPEN, p.u64(p.SESSION, state.id)) for state in sessions]
             replies = [self._reply_future(pending) for pending in pendings]
             transport.write(b"".join(pending.frame for pending in pendings))
-            await asyncio.wait(replies)  # a lost connection ends them all
+            await asyncio.wait(replies, timeout=remaining(handshake))  # a lost connection ends them all
+            if not all(reply.done() for reply in replies):
+                for pending in pendings:
+                    core.forget(pending)
+                self._drop("no answer to the re-attach")
+                return "no answer to the re-attach"
             for state, pending in zip(sessions, pendings):
                 if pending.lost:
                     return "the connection closed during the re-attach"

@@ -87,6 +87,30 @@ class RequestTests(ClientTestCase):
         events = self.client.events()
         self.assertEqual([(type(e), getattr(e, "state", None)) for e in events], [(imagent.SessionStateEvent, 4)])
 
+    def test_events_between_replies_are_kept_and_unknown_ops_skipped(self) -> None:
+        session = self.client.open("sink")
+        self.daemon.push(session.id, p.encode(p.EV_LINK_STATE, 0, p.u8(p.LINK_STATE, 0))
+                         + p.encode(0x9ABC, 0, p.record(0x7777, b"new"))
+                         + p.encode(p.EV_EXPIRED, 0, p.u64(p.SESSION, session.id) + p.u64(p.SEQ, 1)
+                                    + p.record(p.CODE, b"\x00\x0d"))
+                         + p.encode(p.EV_ACKED, 0, p.u64(p.SESSION, session.id) + p.u64(p.SEQ, 3)))
+        self.assertEqual(self.client.status()["link"]["state"], "connected")
+        events = self.client.events()
+        self.assertEqual([type(event) for event in events],
+                         [imagent.LinkStateEvent, imagent.ExpiredEvent, imagent.AckedEvent])
+        expired = events[1]
+        assert isinstance(expired, imagent.ExpiredEvent)
+        self.assertIsInstance(expired.error, imagent.Expired)
+        self.assertEqual((self.client.link_state, session.acked_seq), (0, 3))
+
+    def test_next_event_waits_for_one(self) -> None:
+        session = self.client.open("sink")
+        self.assertIsNone(self.client.next_event(timeout=0.1))
+        threading.Timer(0.1, lambda: self.daemon.push(session.id, p.encode(p.EV_LINK_STATE, 0, p.u8(p.LINK_STATE, 1)))).start()
+        event = self.client.next_event(timeout=5)
+        assert isinstance(event, imagent.LinkStateEvent)
+        self.assertEqual(event.state_name, "connecting")
+
     def test_close_and_detach(self) -> None:
         kept = self.client.open("sink")
         gone = self.client.open("sink")

@@ -247,6 +247,8 @@ class FakeDaemon:
                 reply = p.encode(p.RESULT, request, p.text(p.JSON, json.dumps({"link": {"state": "connected"}})))
             elif op == p.PING:
                 reply = p.encode(p.PONG, request)
+            elif op == p.WATCH:
+                reply = p.encode(p.OK, request)
             else:
                 reply = self._error(request, 1, "unknown op")
         if reply is not None:

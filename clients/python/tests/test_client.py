@@ -221,6 +221,12 @@ class SurvivalTests(ClientTestCase):
         self.assertTrue(wait_until(lambda: (session.id, 1) in self.daemon.acks))
         self.assertEqual(self.daemon.sessions[session.id].delivered, 1)
 
+    def test_watch_is_asked_again_after_a_reconnect(self) -> None:
+        self.client.watch()
+        self.daemon.restart()
+        self.client.ping()
+        self.assertTrue(wait_until(lambda: self.daemon.requests.count(p.WATCH) == 2))
+
     def test_every_attached_session_is_reattached(self) -> None:
         sessions = [self.client.open("echo") for _ in range(3)]
         self.daemon.restart()

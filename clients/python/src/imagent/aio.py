@@ -153,6 +153,11 @@ class Client:
         await self._call(p.PING, b"", timeout)
         return self._loop.time() - start
 
+    async def watch(self, *, timeout: float | None = None) -> None:
+        """WATCH: from now on a WatchEvent for every link, session and heartbeat change."""
+        await self._call(p.WATCH, b"", timeout)
+        self._core.watching = True
+
     def events(self) -> list[Event]:
         """The events received and not yet taken, oldest first (at most 1024 kept)."""
         taken = list(self._core.events)

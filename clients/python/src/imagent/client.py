@@ -144,6 +144,13 @@ class Client:
         self._call(p.PING, b"", timeout)
         return time.monotonic() - start
 
+    def watch(self, *, timeout: float | None = None) -> None:
+        """WATCH: from now on the daemon sends a WatchEvent for every link, session and
+        heartbeat change (imagent-ipc(7), WATCH EVENTS); asked again after a reconnect."""
+        self._call(p.WATCH, b"", timeout)
+        with self._lock:
+            self._core.watching = True
+
     def events(self) -> list[Event]:
         """The events received so far (and not yet taken), oldest first; does not read.
 

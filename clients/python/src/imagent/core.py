@@ -208,6 +208,8 @@ class ClientCore:
         self.decoder = p.FrameDecoder()
         #: The last ERROR with request 0 on this connection (LIMIT_REACHED at accept, ...).
         self.last_refusal: IPCError | None = None
+        #: WATCH was asked for: asked again on each new connection.
+        self.watching = False
         self._next_request = 1
         self._outgoing: list[bytes] = []
         #: What `Message.ack()` calls: the client's.
@@ -233,6 +235,10 @@ class ClientCore:
         self.max_payload = frame.optional_integer(p.MAX_PAYLOAD) or p.DEFAULT_MAX_PAYLOAD
         self.link_state = frame.optional_integer(p.LINK_STATE) or 0
         self.decoder.max_payload = self.max_payload
+        if self.watching:  # its OK is not waited for
+            watch = self.request(p.WATCH)
+            self.forget(watch)
+            self._outgoing.append(watch.frame)
 
     def connection_lost(self, reason: str) -> None:
         """The connection of this generation is gone: its requests are lost."""

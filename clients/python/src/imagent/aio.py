@@ -26,7 +26,7 @@ from typing import Any
 from . import protocol as p
 from .core import (
     ClientCore, ConnectionEvent, Event, Message, Pending, SessionState, backoff, checked_session_id,
-    deadline_after, json_result, remaining, ttl_milliseconds,
+    deadline_after, json_result, program_name, remaining, ttl_milliseconds,
 )
 from .errors import (
     ClientClosed, DaemonUnavailable, IPCError, PayloadTooLarge, PermissionDenied, SessionClosed, TimedOut,
@@ -558,7 +558,7 @@ class _Connect:
 
     async def _connect(self) -> Client:
         socket, name, timeout, max_queued = self._arguments
-        client = Client(resolve_socket(socket), name if name is not None else "python-asyncio", timeout, max_queued)
+        client = Client(resolve_socket(socket), name if name is not None else program_name(), timeout, max_queued)
         await client._connection(deadline_after(timeout), attempts=1)
         return client
 

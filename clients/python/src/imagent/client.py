@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import select
 import socket as socket_module
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,7 +21,7 @@ from typing import Any
 from . import protocol as p
 from .core import (
     ClientCore, ConnectionEvent, Event, Message, Pending, SessionState, backoff, checked_session_id,
-    deadline_after, json_result, passed, remaining, ttl_milliseconds,
+    deadline_after, json_result, passed, program_name, remaining, ttl_milliseconds,
 )
 from .errors import (
     ClientClosed, DaemonUnavailable, IPCError, PayloadTooLarge, PermissionDenied, SessionClosed,
@@ -647,10 +646,7 @@ def connect(socket: str | os.PathLike[str] | None = None, name: str | None = Non
     client's name in the daemon's logs. `timeout`: the default limit (seconds, None:
     none) of each call that waits for the daemon. Raises DaemonUnavailable when no
     daemon answers now."""
-    client = Client(resolve_socket(socket), name if name is not None else _program_name(), timeout)
+    client = Client(resolve_socket(socket), name if name is not None else program_name(), timeout)
     client._connect_first(deadline_after(timeout))
     return client
 
-
-def _program_name() -> str:
-    return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"

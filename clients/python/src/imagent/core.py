@@ -2,16 +2,19 @@
 client, without I/O, threads or an event loop.
 
 The core matches replies to requests, keeps each attached session's resume
-state (the last seq ACCEPTED, the highest seq received, the highest seq the
-program acknowledged), queues received messages and events, and decides, after
-a re-attach, whether a send in flight was stored. The clients only move bytes,
-wait, and reconnect; after `feed` they write `take_outgoing()` and wake waiters.
+state (the last seq ACCEPTED, raised to each OPENED's SENT_SEQ, so that a send
+in flight was stored when it passed the value before the send; the highest seq
+received; the highest seq the program acknowledged, sent again after a
+re-attach), and queues received messages and events. The clients move bytes,
+wait and reconnect; after `feed` they write `take_outgoing()` and wake waiters.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
+import sys
 import time
 from collections import deque
 from collections.abc import Callable
@@ -439,6 +442,11 @@ def ttl_milliseconds(ttl: float | None) -> int | None:
     if ttl is None or ttl <= 0:
         return None
     return min(0xFFFFFFFF, max(1, round(ttl * 1000)))
+
+
+def program_name() -> str:
+    """The default CLIENT_NAME: the program's file name."""
+    return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"
 
 
 def deadline_after(timeout: float | None) -> float | None:

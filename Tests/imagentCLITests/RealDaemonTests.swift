@@ -140,7 +140,8 @@ struct RealDaemonTests {
         }
     }
 
-    @Test func pythonExampleClient_worksFromTheManPageAlone() async throws {
+    /// examples/python on the `imagent` package from the source tree (it falls back to clients/python/src).
+    @Test func pythonExample_onThePackage_statusEchoAndNoDaemon() async throws {
         try await withRealDaemon { daemon in
             _ = try await daemon.waitForLink("connected")
             let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

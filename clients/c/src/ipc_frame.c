@@ -173,29 +173,17 @@ static void put_record_header(ipc_buffer *buffer, uint16_t tag, size_t length)
     put_be(buffer, length, 4);
 }
 
-void ipc_put_u8(ipc_buffer *buffer, uint16_t tag, uint8_t value)
+/* An integer record: its size is the value's width. */
+static void put_uint_record(ipc_buffer *buffer, uint16_t tag, uint64_t value, size_t size)
 {
-    put_record_header(buffer, tag, 1);
-    put_be(buffer, value, 1);
+    put_record_header(buffer, tag, size);
+    put_be(buffer, value, size);
 }
 
-void ipc_put_u16(ipc_buffer *buffer, uint16_t tag, uint16_t value)
-{
-    put_record_header(buffer, tag, 2);
-    put_be(buffer, value, 2);
-}
-
-void ipc_put_u32(ipc_buffer *buffer, uint16_t tag, uint32_t value)
-{
-    put_record_header(buffer, tag, 4);
-    put_be(buffer, value, 4);
-}
-
-void ipc_put_u64(ipc_buffer *buffer, uint16_t tag, uint64_t value)
-{
-    put_record_header(buffer, tag, 8);
-    put_be(buffer, value, 8);
-}
+void ipc_put_u8(ipc_buffer *buffer, uint16_t tag, uint8_t value) { put_uint_record(buffer, tag, value, 1); }
+void ipc_put_u16(ipc_buffer *buffer, uint16_t tag, uint16_t value) { put_uint_record(buffer, tag, value, 2); }
+void ipc_put_u32(ipc_buffer *buffer, uint16_t tag, uint32_t value) { put_uint_record(buffer, tag, value, 4); }
+void ipc_put_u64(ipc_buffer *buffer, uint16_t tag, uint64_t value) { put_uint_record(buffer, tag, value, 8); }
 
 void ipc_put_bytes(ipc_buffer *buffer, uint16_t tag, const void *value, size_t length)
 {

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "client_internal.h"
+#include "client_state.h"
 #include "fake_daemon.h"
 #include "imagent.h"
 #include "socket_path.h"

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client_internal.h"
+#include "connection.h"
 #include "errors.h"
 #include "imagent.h"
 #include "ipc_frame.h"

@@ -191,6 +191,11 @@ bool fake_handshake(fake_daemon *daemon, fake_connection *connection)
     return daemon->failures == 0;
 }
 
+bool fake_connect(fake_daemon *daemon, fake_connection *connection)
+{
+    return fake_accept(daemon, connection) && fake_handshake(daemon, connection);
+}
+
 bool fake_opened(fake_daemon *daemon, fake_connection *connection, uint64_t id, uint64_t sent_seq,
                  uint64_t delivered_seq)
 {
@@ -222,4 +227,13 @@ void fake_reply(fake_daemon *daemon, fake_connection *connection, uint16_t op)
     ipc_buffer reply = {0};
     ipc_frame_begin(&reply, op, connection->frame.request);
     fake_write(daemon, connection, &reply);
+}
+
+void fake_accepted(fake_daemon *daemon, fake_connection *connection, uint64_t id, uint64_t seq)
+{
+    ipc_buffer accepted = {0};
+    ipc_frame_begin(&accepted, IPC_OP_ACCEPTED, connection->frame.request);
+    ipc_put_u64(&accepted, IPC_TAG_SESSION, id);
+    ipc_put_u64(&accepted, IPC_TAG_SEQ, seq);
+    fake_write(daemon, connection, &accepted);
 }

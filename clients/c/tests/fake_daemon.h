@@ -39,10 +39,14 @@ void fake_write(fake_daemon *daemon, fake_connection *connection, ipc_buffer *fr
 void fake_close(fake_connection *connection);
 /* Reads HELLO and answers WELCOME (MAX_PAYLOAD 1 MiB, link connected). */
 bool fake_handshake(fake_daemon *daemon, fake_connection *connection);
+/* fake_accept(), then fake_handshake(). */
+bool fake_connect(fake_daemon *daemon, fake_connection *connection);
 /* Reads OPEN and answers OPENED for session id with the given seqs. */
 bool fake_opened(fake_daemon *daemon, fake_connection *connection, uint64_t id, uint64_t sent_seq,
                  uint64_t delivered_seq);
 void fake_message(fake_daemon *daemon, fake_connection *connection, uint64_t id, uint64_t seq, const char *text);
+/* Answers the last frame read (a SEND) with ACCEPTED for seq. */
+void fake_accepted(fake_daemon *daemon, fake_connection *connection, uint64_t id, uint64_t seq);
 void fake_reply(fake_daemon *daemon, fake_connection *connection, uint16_t op);
 void fake_fail(fake_daemon *daemon, const char *why);
 

@@ -21,6 +21,39 @@
 /* Connections are big (their buffers); scripts run one at a time. */
 static fake_connection first, second;
 
+/* A test's daemon, its client, and the session the client opened. */
+typedef struct fixture {
+    fake_daemon *daemon;
+    imagent_client *client;
+    uint64_t session;
+    int opened; /* what imagent_open() returned */
+} fixture;
+
+/* Starts the daemon on `script` and connects a client named "test" to it;
+ * false when that fails. */
+static bool start(fixture *f, fake_script script, void *context)
+{
+    *f = (fixture){.daemon = fake_daemon_start(script, context)};
+    return imagent_connect(&f->client, fake_daemon_path(f->daemon), "test") == 0;
+}
+
+/* start(), then opens a session to "echo" (the result is in f->opened). */
+static bool start_with_session(fixture *f, fake_script script, void *context)
+{
+    if (!start(f, script, context))
+        return false;
+    f->opened = imagent_open(f->client, "echo", &f->session);
+    return true;
+}
+
+/* Frees the client (the daemon sees it hang up), then waits for the script:
+ * how many of its steps failed. */
+static int finish(fixture *f)
+{
+    imagent_free(f->client);
+    return fake_daemon_finish(f->daemon);
+}
+
 /* ---- the handshake ---------------------------------------------------- */
 
 static void hello_with_a_long_name(fake_daemon *daemon, void *context)
@@ -111,18 +144,14 @@ static void resolves_the_socket_path_from_the_environment(void)
 static void open_send_receive_ack(fake_daemon *daemon, void *context)
 {
     (void)context;
-    if (!fake_accept(daemon, &first) || !fake_handshake(daemon, &first) ||
-        !fake_opened(daemon, &first, SESSION, 0, 0) || !fake_expect(daemon, &first, IPC_OP_SEND))
+    if (!fake_connect(daemon, &first) || !fake_opened(daemon, &first, SESSION, 0, 0) ||
+        !fake_expect(daemon, &first, IPC_OP_SEND))
         return;
     ipc_bytes payload = ipc_frame_bytes(&first.frame, IPC_TAG_PAYLOAD);
     if (ipc_frame_uint(&first.frame, IPC_TAG_SESSION) != SESSION || payload.length != 4 ||
         memcmp(payload.data, "ping", 4) != 0 || ipc_frame_uint(&first.frame, IPC_TAG_TTL_MS) != 1500)
         fake_fail(daemon, "SEND differs");
-    ipc_buffer accepted = {0};
-    ipc_frame_begin(&accepted, IPC_OP_ACCEPTED, first.frame.request);
-    ipc_put_u64(&accepted, IPC_TAG_SESSION, SESSION);
-    ipc_put_u64(&accepted, IPC_TAG_SEQ, 1);
-    fake_write(daemon, &first, &accepted);
+    fake_accepted(daemon, &first, SESSION, 1);
     fake_message(daemon, &first, SESSION, 1, "pong");
     if (!fake_expect(daemon, &first, IPC_OP_ACK))
         return;
@@ -140,26 +169,23 @@ static void open_send_receive_ack(fake_daemon *daemon, void *context)
 
 static void opens_sends_receives_acks_and_closes(void)
 {
-    fake_daemon *daemon = fake_daemon_start(open_send_receive_ack, NULL);
-    imagent_client *client = NULL;
-    CHECK(imagent_connect(&client, fake_daemon_path(daemon), "test") == 0);
-    uint64_t session = 0, seq = 0;
-    int opened = imagent_open(client, "echo", &session);
-    int sent = imagent_send_ttl(client, session, "ping", 4, 1500, &seq);
+    fixture f;
+    CHECK(start_with_session(&f, open_send_receive_ack, NULL));
+    uint64_t seq = 0;
+    int sent = imagent_send_ttl(f.client, f.session, "ping", 4, 1500, &seq);
     imagent_message message;
-    int received = imagent_receive(client, &message, 5000);
+    int received = imagent_receive(f.client, &message, 5000);
     bool intact = received == 0 && message.session == SESSION && message.seq == 1 && message.length == 4 &&
                   memcmp(message.payload, "pong", 4) == 0;
-    int acked = received == 0 ? imagent_ack(client, message.session, message.seq) : received;
+    int acked = received == 0 ? imagent_ack(f.client, message.session, message.seq) : received;
     imagent_message_release(&message);
     char *json = NULL;
-    int status = imagent_status(client, &json);
+    int status = imagent_status(f.client, &json);
     bool status_text = json && strcmp(json, "{\"link\":{}}") == 0;
     free(json);
-    int closed = imagent_close(client, session);
-    imagent_free(client);
-    CHECK(fake_daemon_finish(daemon) == 0);
-    CHECK(opened == 0 && session == SESSION);
+    int closed = imagent_close(f.client, f.session);
+    CHECK(finish(&f) == 0);
+    CHECK(f.opened == 0 && f.session == SESSION);
     CHECK(sent == 0 && seq == 1);
     CHECK(intact && acked == 0);
     CHECK(status == 0 && status_text);
@@ -169,7 +195,7 @@ static void opens_sends_receives_acks_and_closes(void)
 static void refuse_two_sends(fake_daemon *daemon, void *context)
 {
     (void)context;
-    if (!fake_accept(daemon, &first) || !fake_handshake(daemon, &first))
+    if (!fake_connect(daemon, &first))
         return;
     const uint16_t codes[] = {6, 99}; /* QUEUE_FULL, and one this library does not know */
     for (int i = 0; i < 2; i++) {
@@ -186,14 +212,12 @@ static void refuse_two_sends(fake_daemon *daemon, void *context)
 
 static void maps_error_replies_and_unknown_codes(void)
 {
-    fake_daemon *daemon = fake_daemon_start(refuse_two_sends, NULL);
-    imagent_client *client = NULL;
-    CHECK(imagent_connect(&client, fake_daemon_path(daemon), "test") == 0);
-    int full = imagent_send(client, 99, "x", 1, NULL);
-    int unknown = imagent_send(client, 99, "x", 1, NULL);
-    int too_large = imagent_send(client, 99, "x", imagent_max_payload(client) + 1, NULL);
-    imagent_free(client);
-    CHECK(fake_daemon_finish(daemon) == 0);
+    fixture f;
+    CHECK(start(&f, refuse_two_sends, NULL));
+    int full = imagent_send(f.client, 99, "x", 1, NULL);
+    int unknown = imagent_send(f.client, 99, "x", 1, NULL);
+    int too_large = imagent_send(f.client, 99, "x", imagent_max_payload(f.client) + 1, NULL);
+    CHECK(finish(&f) == 0);
     CHECK(full == IMAGENT_ERR_QUEUE_FULL);
     CHECK(unknown == IMAGENT_ERR_INTERNAL);
     CHECK(too_large == IMAGENT_ERR_PAYLOAD_TOO_LARGE); /* refused before it is written */
@@ -202,7 +226,7 @@ static void maps_error_replies_and_unknown_codes(void)
 static void answer_open_with_a_huge_frame(fake_daemon *daemon, void *context)
 {
     (void)context;
-    if (!fake_accept(daemon, &first) || !fake_handshake(daemon, &first) || !fake_expect(daemon, &first, IPC_OP_OPEN))
+    if (!fake_connect(daemon, &first) || !fake_expect(daemon, &first, IPC_OP_OPEN))
         return;
     /* A length far above MAX_PAYLOAD + 64 KiB, and nothing behind it. */
     const uint8_t huge[10] = {0x7f, 0xff, 0xff, 0xff, 0x80, 0x02, 0, 0, 0, 1};
@@ -213,15 +237,11 @@ static void answer_open_with_a_huge_frame(fake_daemon *daemon, void *context)
 
 static void refuses_an_oversize_frame_from_the_daemon(void)
 {
-    fake_daemon *daemon = fake_daemon_start(answer_open_with_a_huge_frame, NULL);
-    imagent_client *client = NULL;
-    CHECK(imagent_connect(&client, fake_daemon_path(daemon), "test") == 0);
-    uint64_t session = 0;
-    int opened = imagent_open(client, "echo", &session);
-    int fd = imagent_fd(client);
-    imagent_free(client);
-    CHECK(fake_daemon_finish(daemon) == 0);
-    CHECK(opened == IMAGENT_ERR_PROTOCOL);
+    fixture f;
+    CHECK(start_with_session(&f, answer_open_with_a_huge_frame, NULL));
+    int fd = imagent_fd(f.client);
+    CHECK(finish(&f) == 0);
+    CHECK(f.opened == IMAGENT_ERR_PROTOCOL);
     CHECK(fd == -1); /* a connection that sent garbage is not trusted again */
 }
 
@@ -249,8 +269,8 @@ static void remember_event(const imagent_event *event, void *user_data)
 static void events_then_a_message(fake_daemon *daemon, void *context)
 {
     (void)context;
-    if (!fake_accept(daemon, &first) || !fake_handshake(daemon, &first) ||
-        !fake_opened(daemon, &first, SESSION, 0, 0) || !fake_expect(daemon, &first, IPC_OP_PING))
+    if (!fake_connect(daemon, &first) || !fake_opened(daemon, &first, SESSION, 0, 0) ||
+        !fake_expect(daemon, &first, IPC_OP_PING))
         return;
     ipc_buffer event = {0};
     ipc_frame_begin(&event, IPC_OP_EVENT_LINK_STATE, 0);
@@ -275,30 +295,27 @@ static void events_then_a_message(fake_daemon *daemon, void *context)
 
 static void reports_events_and_works_from_an_event_loop(void)
 {
-    fake_daemon *daemon = fake_daemon_start(events_then_a_message, NULL);
-    imagent_client *client = NULL;
-    CHECK(imagent_connect(&client, fake_daemon_path(daemon), "test") == 0);
+    fixture f;
+    CHECK(start(&f, events_then_a_message, NULL));
     seen_events seen = {.link_state = -1};
-    imagent_set_event_callback(client, remember_event, &seen);
-    uint64_t session = 0;
-    int opened = imagent_open(client, "echo", &session);
-    int pinged = imagent_ping(client);
+    imagent_set_event_callback(f.client, remember_event, &seen);
+    f.opened = imagent_open(f.client, "echo", &f.session);
+    int pinged = imagent_ping(f.client);
     /* The loop: poll the fd, process, take what was queued. */
     imagent_message message = {0};
     int received = IMAGENT_ERR_TIMEDOUT;
     for (int round = 0; round < 50 && received == IMAGENT_ERR_TIMEDOUT; round++) {
-        struct pollfd watched = {.fd = imagent_fd(client), .events = POLLIN};
+        struct pollfd watched = {.fd = imagent_fd(f.client), .events = POLLIN};
         poll(&watched, 1, 100);
-        if (imagent_process(client) < 0)
+        if (imagent_process(f.client) < 0)
             break;
-        received = imagent_receive(client, &message, 0);
+        received = imagent_receive(f.client, &message, 0);
     }
-    int acked = received == 0 ? imagent_ack(client, message.session, message.seq) : received;
+    int acked = received == 0 ? imagent_ack(f.client, message.session, message.seq) : received;
     bool later = received == 0 && message.length == 5 && memcmp(message.payload, "later", 5) == 0;
     imagent_message_release(&message);
-    imagent_free(client);
-    CHECK(fake_daemon_finish(daemon) == 0);
-    CHECK(opened == 0 && pinged == 0);
+    CHECK(finish(&f) == 0);
+    CHECK(f.opened == 0 && pinged == 0);
     CHECK(seen.link_state == IMAGENT_LINK_DISCONNECTED);
     CHECK(seen.acked_seq == 3);
     CHECK(seen.expired_code == IMAGENT_ERR_EXPIRED);
@@ -313,23 +330,18 @@ static void reports_events_and_works_from_an_event_loop(void)
 static void lose_a_send_in_flight(fake_daemon *daemon, void *context)
 {
     bool stored = *(bool *)context;
-    if (!fake_accept(daemon, &first) || !fake_handshake(daemon, &first) ||
-        !fake_opened(daemon, &first, SESSION, 4, 0) || !fake_expect(daemon, &first, IPC_OP_SEND))
+    if (!fake_connect(daemon, &first) || !fake_opened(daemon, &first, SESSION, 4, 0) ||
+        !fake_expect(daemon, &first, IPC_OP_SEND))
         return;
     fake_close(&first); /* kill -9 */
-    if (!fake_accept(daemon, &second) || !fake_handshake(daemon, &second) ||
-        !fake_opened(daemon, &second, SESSION, stored ? 5 : 4, 0))
+    if (!fake_connect(daemon, &second) || !fake_opened(daemon, &second, SESSION, stored ? 5 : 4, 0))
         return;
     if (ipc_frame_uint(&second.frame, IPC_TAG_SESSION) != SESSION)
         fake_fail(daemon, "re-attach was not OPEN with SESSION");
     if (!stored) {
         if (!fake_expect(daemon, &second, IPC_OP_SEND))
             return;
-        ipc_buffer accepted = {0};
-        ipc_frame_begin(&accepted, IPC_OP_ACCEPTED, second.frame.request);
-        ipc_put_u64(&accepted, IPC_TAG_SESSION, SESSION);
-        ipc_put_u64(&accepted, IPC_TAG_SEQ, 5);
-        fake_write(daemon, &second, &accepted);
+        fake_accepted(daemon, &second, SESSION, 5);
     }
     /* A stored message must not come again: the next frame is the PING. */
     fake_expect(daemon, &second, IPC_OP_PING);
@@ -351,18 +363,16 @@ static void count_survival(const imagent_event *event, void *user_data)
 
 static void resolve_send_in_flight(bool stored)
 {
-    fake_daemon *daemon = fake_daemon_start(lose_a_send_in_flight, &stored);
-    imagent_client *client = NULL;
-    CHECK(imagent_connect(&client, fake_daemon_path(daemon), "test") == 0);
+    fixture f;
+    CHECK(start(&f, lose_a_send_in_flight, &stored));
     survival_events seen = {0};
-    imagent_set_event_callback(client, count_survival, &seen);
-    uint64_t session = 0, seq = 0;
-    int opened = imagent_open(client, "echo", &session);
-    int sent = imagent_send(client, session, "once", 4, &seq);
-    int pinged = imagent_ping(client);
-    imagent_free(client);
-    CHECK(fake_daemon_finish(daemon) == 0);
-    CHECK(opened == 0);
+    imagent_set_event_callback(f.client, count_survival, &seen);
+    uint64_t seq = 0;
+    f.opened = imagent_open(f.client, "echo", &f.session);
+    int sent = imagent_send(f.client, f.session, "once", 4, &seq);
+    int pinged = imagent_ping(f.client);
+    CHECK(finish(&f) == 0);
+    CHECK(f.opened == 0);
     CHECK(sent == 0 && seq == 5);
     CHECK(pinged == 0);
     CHECK(seen.disconnected == 1 && seen.reconnected == 1);
@@ -381,8 +391,7 @@ static void sends_again_a_send_in_flight_the_daemon_did_not_store(void)
 static void redeliver_after_a_restart(fake_daemon *daemon, void *context)
 {
     (void)context;
-    if (!fake_accept(daemon, &first) || !fake_handshake(daemon, &first) ||
-        !fake_opened(daemon, &first, SESSION, 0, 0))
+    if (!fake_connect(daemon, &first) || !fake_opened(daemon, &first, SESSION, 0, 0))
         return;
     fake_message(daemon, &first, SESSION, 1, "one");
     fake_message(daemon, &first, SESSION, 2, "two");
@@ -391,8 +400,7 @@ static void redeliver_after_a_restart(fake_daemon *daemon, void *context)
     fake_expect(daemon, &first, IPC_OP_ACK);
     fake_expect(daemon, &first, IPC_OP_PING);
     fake_close(&first);
-    if (!fake_accept(daemon, &second) || !fake_handshake(daemon, &second) ||
-        !fake_opened(daemon, &second, SESSION, 0, 0))
+    if (!fake_connect(daemon, &second) || !fake_opened(daemon, &second, SESSION, 0, 0))
         return;
     /* DELIVERED_SEQ 0 < the client's ack: it must say it again. */
     if (!fake_expect(daemon, &second, IPC_OP_ACK))
@@ -411,27 +419,23 @@ static void redeliver_after_a_restart(fake_daemon *daemon, void *context)
 
 static void drops_redelivered_messages_and_repeats_a_lost_ack(void)
 {
-    fake_daemon *daemon = fake_daemon_start(redeliver_after_a_restart, NULL);
-    imagent_client *client = NULL;
-    CHECK(imagent_connect(&client, fake_daemon_path(daemon), "test") == 0);
-    uint64_t session = 0;
-    int opened = imagent_open(client, "echo", &session);
+    fixture f;
+    CHECK(start_with_session(&f, redeliver_after_a_restart, NULL));
     imagent_message one, two, three;
-    int got_one = imagent_receive(client, &one, 5000);
-    int got_two = imagent_receive(client, &two, 5000);
-    int acked = imagent_ack(client, session, 2);
+    int got_one = imagent_receive(f.client, &one, 5000);
+    int got_two = imagent_receive(f.client, &two, 5000);
+    int acked = imagent_ack(f.client, f.session, 2);
     imagent_message_release(&one);
     imagent_message_release(&two);
-    int pinged = imagent_ping(client); /* the daemon dies under it; answered by the next one */
-    int got_three = imagent_receive(client, &three, 5000);
+    int pinged = imagent_ping(f.client); /* the daemon dies under it; answered by the next one */
+    int got_three = imagent_receive(f.client, &three, 5000);
     uint64_t third_seq = got_three == 0 ? three.seq : 0;
-    int acked_three = got_three == 0 ? imagent_ack(client, session, three.seq) : got_three;
+    int acked_three = got_three == 0 ? imagent_ack(f.client, f.session, three.seq) : got_three;
     imagent_message_release(&three);
     imagent_message nothing;
-    int got_more = imagent_receive(client, &nothing, 200);
-    imagent_free(client);
-    CHECK(fake_daemon_finish(daemon) == 0);
-    CHECK(opened == 0 && got_one == 0 && got_two == 0 && acked == 0);
+    int got_more = imagent_receive(f.client, &nothing, 200);
+    CHECK(finish(&f) == 0);
+    CHECK(f.opened == 0 && got_one == 0 && got_two == 0 && acked == 0);
     CHECK(pinged == 0);
     CHECK(got_three == 0 && third_seq == 3 && acked_three == 0);
     CHECK(got_more == IMAGENT_ERR_TIMEDOUT);
@@ -440,7 +444,7 @@ static void drops_redelivered_messages_and_repeats_a_lost_ack(void)
 static void never_answer(fake_daemon *daemon, void *context)
 {
     (void)context;
-    if (!fake_accept(daemon, &first) || !fake_handshake(daemon, &first))
+    if (!fake_connect(daemon, &first))
         return;
     fake_expect(daemon, &first, IPC_OP_PING);
     fake_expect_end(daemon, &first); /* nothing more until imagent_free() hangs up */
@@ -449,38 +453,35 @@ static void never_answer(fake_daemon *daemon, void *context)
 
 static void times_out_a_request_the_daemon_does_not_answer(void)
 {
-    fake_daemon *daemon = fake_daemon_start(never_answer, NULL);
-    imagent_client *client = NULL;
-    CHECK(imagent_connect(&client, fake_daemon_path(daemon), "test") == 0);
-    imagent_set_timeout(client, 200);
-    int pinged = imagent_ping(client);
-    imagent_free(client);
-    CHECK(fake_daemon_finish(daemon) == 0);
+    fixture f;
+    CHECK(start(&f, never_answer, NULL));
+    imagent_set_timeout(f.client, 200);
+    int pinged = imagent_ping(f.client);
+    CHECK(finish(&f) == 0);
     CHECK(pinged == IMAGENT_ERR_TIMEDOUT);
 }
 
 #define FLOOD (IMAGENT_QUEUE_HARD_MESSAGES + 10)
 
 /* Writes messages 1..FLOOD of SESSION. */
-static void flood(fake_daemon *daemon, fake_connection *connection)
+static void flood(fake_daemon *daemon, fake_connection *conn)
 {
     for (uint64_t seq = 1; seq <= FLOOD; seq++)
-        fake_message(daemon, connection, SESSION, seq, "m");
+        fake_message(daemon, conn, SESSION, seq, "m");
 }
 
 static void flood_while_a_reply_is_awaited(fake_daemon *daemon, void *context)
 {
     (void)context;
-    if (!fake_accept(daemon, &first) || !fake_handshake(daemon, &first) ||
-        !fake_opened(daemon, &first, SESSION, 0, 0) || !fake_expect(daemon, &first, IPC_OP_PING))
+    if (!fake_connect(daemon, &first) || !fake_opened(daemon, &first, SESSION, 0, 0) ||
+        !fake_expect(daemon, &first, IPC_OP_PING))
         return;
     /* More than the library keeps, all before the reply it waits for. */
     flood(daemon, &first);
     fake_reply(daemon, &first, IPC_OP_PONG);
     /* Once the program has taken what was kept, the library reconnects for
      * the rest: every message comes again, as after any re-attach. */
-    if (!fake_accept(daemon, &second) || !fake_handshake(daemon, &second) ||
-        !fake_opened(daemon, &second, SESSION, 0, 0))
+    if (!fake_connect(daemon, &second) || !fake_opened(daemon, &second, SESSION, 0, 0))
         return;
     flood(daemon, &second);
     if (fake_expect(daemon, &second, IPC_OP_ACK) && ipc_frame_uint(&second.frame, IPC_TAG_SEQ) != FLOOD)
@@ -492,25 +493,21 @@ static void flood_while_a_reply_is_awaited(fake_daemon *daemon, void *context)
 
 static void bounds_its_queue_and_fetches_what_it_dropped_again(void)
 {
-    fake_daemon *daemon = fake_daemon_start(flood_while_a_reply_is_awaited, NULL);
-    imagent_client *client = NULL;
-    CHECK(imagent_connect(&client, fake_daemon_path(daemon), "test") == 0);
-    uint64_t session = 0;
-    int opened = imagent_open(client, "echo", &session);
-    int pinged = imagent_ping(client);
+    fixture f;
+    CHECK(start_with_session(&f, flood_while_a_reply_is_awaited, NULL));
+    int pinged = imagent_ping(f.client);
     uint64_t expected = 1;
     bool in_order = true;
     imagent_message message;
-    while (expected <= FLOOD && imagent_receive(client, &message, 5000) == 0) {
+    while (expected <= FLOOD && imagent_receive(f.client, &message, 5000) == 0) {
         in_order = in_order && message.seq == expected;
         expected++;
         imagent_message_release(&message);
     }
-    int acked = imagent_ack(client, session, FLOOD);
-    int more = imagent_receive(client, &message, 200);
-    imagent_free(client);
-    CHECK(fake_daemon_finish(daemon) == 0);
-    CHECK(opened == 0 && pinged == 0);
+    int acked = imagent_ack(f.client, f.session, FLOOD);
+    int more = imagent_receive(f.client, &message, 200);
+    CHECK(finish(&f) == 0);
+    CHECK(f.opened == 0 && pinged == 0);
     CHECK(in_order && expected == FLOOD + 1);
     CHECK(acked == 0 && more == IMAGENT_ERR_TIMEDOUT);
 }

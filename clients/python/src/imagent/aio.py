@@ -25,19 +25,14 @@ from typing import Any
 
 from . import protocol as p
 from .core import (
-    ClientCore, ConnectionEvent, Event, Message, Pending, SessionState, backoff, checked_session_id,
-    deadline_after, json_result, program_name, remaining, ttl_milliseconds,
+    DEFAULT_TIMEOUT, ClientBase, Event, Message, Pending, Release, SendInFlight, SessionBase, SessionState, backoff,
+    checked_session_id, deadline_after, json_result, program_name, remaining, ttl_milliseconds,
 )
-from .errors import (
-    ClientClosed, DaemonUnavailable, IPCError, PayloadTooLarge, PermissionDenied, SessionClosed, TimedOut,
-    UnknownSession, VersionUnsupported,
-)
+from .errors import ClientClosed, DaemonUnavailable, TimedOut, VersionUnsupported
 from .paths import open_socket, resolve_socket
 
-DEFAULT_TIMEOUT = 60.0
 #: Received messages held (all sessions) before reading pauses while no call waits.
 DEFAULT_MAX_QUEUED = 10000
-_FATAL_ATTACH = (SessionClosed, UnknownSession, PermissionDenied)
 #: How long the reconnecting task waits for WELCOME and the re-attach's OPENEDs.
 HANDSHAKE_TIMEOUT = 10.0
 
@@ -62,78 +57,54 @@ class _Protocol(asyncio.Protocol):
         self.client._lost(self.generation, str(exc) if exc else "imagentd closed the connection")
 
 
-class Client:
+class Client(ClientBase):
     """A connection to imagentd that survives the daemon's restarts (asyncio).
 
     Made by `imagent.aio.connect()`; `async with` closes it. Methods are coroutines
     except `events()`. Sends on one session are made one at a time."""
 
     def __init__(self, path: str, name: str | None, timeout: float | None, max_queued: int) -> None:
-        self.path = path
-        self.timeout = timeout
+        super().__init__(path, name, timeout)
         self.max_queued = max_queued
         self._loop = asyncio.get_running_loop()
-        self._core = ClientCore(name)
         self._core.ack_callback = self._ack
         self._transport: asyncio.Transport | None = None
+        #: The handshake on `_transport` is over: calls may use it.
         self._ready = False
+        #: Reading is paused: the program holds more than `max_queued` messages.
         self._paused = False
-        self._closed = False
-        self._ever_connected = False
-        #: Why the daemon turned the last connection attempt away (ERROR), if it did.
-        self._refusal: IPCError | None = None
+        #: The one task that reconnects, for every call that needs the daemon.
         self._connecting: asyncio.Task[None] | None = None
+        #: Per session: done when a message, an error or a lost connection comes.
         self._waiters: dict[int, asyncio.Future[None]] = {}
         self._event_waiter: asyncio.Future[None] | None = None
 
     # MARK: Public API
 
-    @property
-    def daemon_version(self) -> str:
-        """The daemon's version, from its last WELCOME."""
-        return self._core.daemon_version
-
-    @property
-    def max_payload(self) -> int:
-        """The largest payload the daemon accepts (WELCOME's MAX_PAYLOAD)."""
-        return self._core.max_payload
-
-    @property
-    def link_state(self) -> int:
-        """The daemon's link to the server: 0 disconnected, 1 connecting, 2 connected, 3 disconnecting."""
-        return self._core.link_state
-
     async def open(self, service: str, *, priority: int | None = None, durable: bool | None = None,
                    timeout: float | None = None) -> Session:
         """Create a new session to `service` and attach it (see the blocking `Client.open`)."""
-        records = p.text(p.SERVICE, service)
-        if priority is not None:
-            records += p.u8(p.PRIORITY, priority)
-        if durable is not None:
-            records += p.u8(p.DURABLE, 1 if durable else 0)
-        reply = await self._call(p.OPEN, records, timeout)
-        return Session(self, self._core.sessions[reply.integer(p.SESSION)])
+        reply = await self._call(p.OPEN, p.open_records(service, priority, durable), timeout)
+        return Session(self, self._core.opened_session(reply))
 
     async def attach(self, session_id: int, *, timeout: float | None = None) -> Session:
         """Attach an existing session: its unacknowledged messages come again."""
-        reply = await self._call(p.OPEN, p.u64(p.SESSION, checked_session_id(session_id)), timeout)
-        return Session(self, self._core.sessions[reply.integer(p.SESSION)])
+        reply = await self._call(p.OPEN, p.session_record(checked_session_id(session_id)), timeout)
+        return Session(self, self._core.opened_session(reply))
 
     async def send_to(self, session_id: int, payload: bytes, ttl: float | None = None, *,
                       timeout: float | None = None) -> int:
         """SEND on a session not attached here (see the blocking `Client.send_to`)."""
-        self._check_size(payload)
+        self._core.check_payload(payload)
         deadline = self._call_deadline(timeout)
         await self._connection(deadline)
-        reply = await self._exchange(self._core.send_request(checked_session_id(session_id), bytes(payload), ttl_milliseconds(ttl)), deadline)
-        if reply is None:
-            raise DaemonUnavailable("the connection to imagentd was lost before ACCEPTED")
-        return reply.integer(p.SEQ)
+        pending = self._core.send_request(checked_session_id(session_id), bytes(payload), ttl_milliseconds(ttl))
+        await self._await_reply(pending, deadline)
+        return self._core.sent_to(pending)
 
     async def close_session(self, session_id: int, *, timeout: float | None = None) -> None:
         """CLOSE a session by id, attached here or not."""
-        state = self._core.sessions.get(session_id) or SessionState(checked_session_id(session_id))
-        await self._release(state, p.CLOSE, timeout)
+        await self._release(self._core.session_for(session_id), p.CLOSE, timeout)
 
     async def status(self, *, timeout: float | None = None) -> dict[str, Any]:
         """STATUS as a dict."""
@@ -160,9 +131,7 @@ class Client:
 
     def events(self) -> list[Event]:
         """The events received and not yet taken, oldest first (at most 1024 kept)."""
-        taken = list(self._core.events)
-        self._core.events.clear()
-        return taken
+        return self._core.take_events()
 
     async def next_event(self, timeout: float | None = None) -> Event | None:
         """The next event, or None when `timeout` seconds pass first."""
@@ -179,7 +148,7 @@ class Client:
 
     async def close(self) -> None:
         """Close the connection; the sessions live on in the daemon (detached)."""
-        self._closed = True
+        self._core.closed = True
         if self._connecting is not None:
             self._connecting.cancel()
         self._drop("the client was closed")
@@ -194,13 +163,12 @@ class Client:
     # MARK: Sessions
 
     async def _send(self, state: SessionState, payload: bytes, ttl: float | None, deadline: float | None) -> int:
-        self._check_size(payload)
-        ttl_ms = ttl_milliseconds(ttl)
+        """Session.send, under the session's send lock."""
+        self._core.check_payload(payload)
         await self._attached(state, deadline)
-        # One send at a time per session: SENT_SEQ beyond this tells this one was stored.
-        before = state.last_accepted
+        sending = SendInFlight(state, payload, ttl_milliseconds(ttl))
         while True:
-            pending = self._core.send_request(state.id, payload, ttl_ms)
+            pending = sending.request(self._core)
             try:
                 reply = await self._exchange(pending, deadline)
             except (TimedOut, asyncio.CancelledError):
@@ -210,21 +178,18 @@ class Client:
             if reply is not None:
                 return reply.integer(p.SEQ)
             await self._attached(state, deadline)
-            if state.last_accepted > before:
-                return state.last_accepted
+            seq = sending.stored_seq()
+            if seq is not None:
+                return seq
 
     async def _receive(self, state: SessionState, timeout: float | None) -> Message | None:
         deadline = deadline_after(timeout)
         while True:
-            message = self._core.pop_message(state)
+            message = self._core.take_message(state)
             if message is not None:
                 if self._paused and self._core.queued <= self.max_queued // 2:
                     self._resume()
                 return message
-            if state.error is not None:
-                raise state.error
-            if state.released or self._closed:
-                raise ClientClosed("the session was closed or detached by this program")
             await self._attached(state, deadline)
             if state.queue:
                 continue
@@ -237,27 +202,22 @@ class Client:
                 return None
 
     async def _release(self, state: SessionState, op: int, timeout: float | None) -> None:
+        """CLOSE or DETACH; the session is forgotten here whatever the daemon says."""
         deadline = self._call_deadline(timeout)
-        lost_once = False
+        release = Release(state.id, op)
         try:
             while True:
                 await self._connection(deadline)
-                try:
-                    reply = await self._exchange(self._core.request(op, p.u64(p.SESSION, state.id)), deadline)
-                except (SessionClosed, UnknownSession):
-                    if lost_once:
-                        break  # the CLOSE lost with its connection did it
-                    raise
-                if reply is not None or op == p.DETACH:
-                    break  # a connection that goes detaches its sessions
-                lost_once = True
+                pending = release.request(self._core)
+                await self._await_reply(pending, deadline)
+                if release.finished(self._core, pending):
+                    return
         finally:
-            self._core.release(state.id)
+            self._core.forget_session(state.id)
             self._wake_sessions()
 
     def _ack(self, session: int, seq: int) -> None:
-        if self._closed:
-            raise ClientClosed("the client is closed")
+        """Message.ack(): never waits for a reply."""
         frame = self._core.ack_frame(session, seq)  # None unless attached on this connection
         if frame is not None and self._transport is not None:
             self._transport.write(frame)
@@ -273,25 +233,21 @@ class Client:
                 return reply
 
     async def _exchange(self, pending: Pending, deadline: float | None) -> p.Frame | None:
-        """Writes the request and awaits its reply: the reply, or None when the
-        connection was lost; raises its ERROR, or TimedOut."""
+        """The reply, or None when the connection was lost; raises its ERROR, or TimedOut."""
+        await self._await_reply(pending, deadline)
+        return self._core.outcome(pending)
+
+    async def _await_reply(self, pending: Pending, deadline: float | None) -> None:
+        """Writes the request and waits until it is done, its connection is gone or
+        `deadline` passes; the core says what it came to."""
         transport = self._transport
         if transport is None or pending.generation != self._core.generation:
-            self._core.forget(pending)
-            return None
+            return  # its connection is gone: the core calls it lost
         done = self._reply_future(pending)
         transport.write(pending.frame)
         if self._paused:
             self._resume()  # the reply may be behind the messages held back
-        if not await _wait(done, deadline):
-            self._core.forget(pending)
-            op = int.from_bytes(pending.frame[4:6], "big")
-            raise TimedOut(f"no reply to {p.OP_NAMES.get(op, hex(op))} from imagentd within the timeout")
-        if pending.reply is not None:
-            return pending.reply
-        if pending.error is not None:
-            raise pending.error
-        return None
+        await _wait(done, deadline)
 
     # MARK: The connection
 
@@ -302,19 +258,16 @@ class Client:
             await self._connection(deadline)
             if not self._core.needs_attach(state):
                 return
-            try:
-                await self._exchange(self._core.request(p.OPEN, p.u64(p.SESSION, state.id)), deadline)
-            except _FATAL_ATTACH as error:
-                state.error = error
-                raise
+            pending = self._core.attach_request(state)
+            await self._await_reply(pending, deadline)
+            self._core.attach_answered(state, pending)
 
     async def _connection(self, deadline: float | None, attempts: int | None = None) -> None:
         """Returns once a connection is up (HELLO answered, sessions re-attached); one
         task reconnects, with backoff, for every caller. Raises DaemonUnavailable or
         TimedOut when `deadline` passes first."""
         while not (self._ready and self._transport is not None):
-            if self._closed:
-                raise ClientClosed("the client is closed")
+            self._core.check_open()
             if self._connecting is None or self._connecting.done():
                 self._connecting = self._loop.create_task(self._reconnect(attempts))
             task = self._connecting
@@ -329,11 +282,9 @@ class Client:
     async def _reconnect(self, attempts: int | None) -> None:
         attempt = 0
         failure = "not connected"
-        while not self._closed:
+        while not self._core.closed:
             if attempts is not None and attempt >= attempts:
-                if self._refusal is not None:
-                    raise self._refusal  # a daemon answered, and said no
-                raise DaemonUnavailable(f"cannot connect to imagentd at {self.path}: {failure}")
+                raise self._core.unreachable(self.path, failure)
             delay = backoff(attempt)
             attempt += 1
             if delay:
@@ -349,7 +300,7 @@ class Client:
     async def _establish(self) -> str:
         """One attempt: connect, HELLO, re-attach. "" on success, else why not."""
         core = self._core
-        self._refusal = None
+        core.refusal = None
         sock = open_socket(self.path)
         hello = core.connection_made()
         generation = core.generation
@@ -361,52 +312,43 @@ class Client:
             raise
         if generation != core.generation or transport.is_closing():
             transport.close()
+            self._lost(generation, "the connection closed at once")  # its HELLO is lost
             return "the connection closed at once"
         self._transport = transport
         self._paused = False
         handshake = deadline_after(HANDSHAKE_TIMEOUT)
+        await self._await_reply(hello, handshake)
         try:
-            welcome = await self._exchange(hello, handshake)
+            failure = core.hello_answered(hello)
         except VersionUnsupported:
             self._drop("VERSION_UNSUPPORTED")
             raise
         except TimedOut as error:
             self._drop(str(error))
             return str(error)
-        except IPCError as error:  # LIMIT_REACHED, SHUTTING_DOWN, ...: try again later
-            self._refusal = error
-            self._drop(str(error))
-            return str(error)
-        if welcome is None:
-            self._refusal = core.last_refusal  # LIMIT_REACHED at accept comes with request 0
-            return f"the connection closed during HELLO{f' ({core.last_refusal})' if core.last_refusal else ''}"
-        core.welcome(welcome)
-        sessions = [state for state in core.sessions.values() if core.needs_attach(state)]
-        if sessions:
-            pendings = [core.request(p.OPEN, p.u64(p.SESSION, state.id)) for state in sessions]
-            replies = [self._reply_future(pending) for pending in pendings]
-            transport.write(b"".join(pending.frame for pending in pendings))
+        if failure:
+            self._drop(failure)
+            return failure
+        reattach = core.reattach_requests()
+        if reattach:
+            replies = [self._reply_future(pending) for _, pending in reattach]
+            transport.write(b"".join(pending.frame for _, pending in reattach))
             await asyncio.wait(replies, timeout=remaining(handshake))  # a lost connection ends them all
+            failure = core.reattached(reattach)
+            if failure:
+                return failure
             if not all(reply.done() for reply in replies):
-                for pending in pendings:
+                for _, pending in reattach:
                     core.forget(pending)
                 self._drop("no answer to the re-attach")
                 return "no answer to the re-attach"
-            for state, pending in zip(sessions, pendings):
-                if pending.lost:
-                    return "the connection closed during the re-attach"
-                if isinstance(pending.error, _FATAL_ATTACH):
-                    state.error = pending.error
-                # Others (SESSION_BUSY, ...) are tried again by the next call on that session.
         if generation != core.generation or self._transport is None:
             return "the connection closed during the re-attach"
         outgoing = core.take_outgoing()
         if outgoing:
             self._transport.write(outgoing)
         self._ready = True
-        if self._ever_connected:
-            core.add_event(ConnectionEvent(True, "reconnected"))
-        self._ever_connected = True
+        core.connection_ready()
         self._wake_sessions()
         return ""
 
@@ -475,42 +417,19 @@ class Client:
                 if not waiter.done():
                     waiter.set_result(None)
 
-    def _check_size(self, payload: bytes) -> None:
-        if len(payload) > self._core.max_payload:
-            raise PayloadTooLarge(f"payload of {len(payload)} bytes above the daemon's MAX_PAYLOAD {self._core.max_payload}")
 
-    def _call_deadline(self, timeout: float | None) -> float | None:
-        return deadline_after(self.timeout if timeout is None else timeout)
-
-
-class Session:
+class Session(SessionBase):
     """A session attached through an asyncio `Client`; `async for` receives its messages."""
 
     def __init__(self, client: Client, state: SessionState) -> None:
+        super().__init__(state)
         self._client = client
-        self._state = state
         self._send_lock = asyncio.Lock()
-        self.id = state.id
-
-    @property
-    def sent_seq(self) -> int:
-        """The highest outbound seq ACCEPTED."""
-        return self._state.last_accepted
-
-    @property
-    def acked_seq(self) -> int:
-        """The highest outbound seq the server has acknowledged."""
-        return self._state.acked_seq
-
-    @property
-    def state(self) -> int:
-        """0 pending, 1 open, 2 paused, 3 failed, 4 closed."""
-        return self._state.state
 
     async def send(self, payload: bytes, ttl: float | None = None, *, timeout: float | None = None) -> int:
         """Queue one message; its seq once ACCEPTED. Survives a lost connection as the
         blocking `Session.send` does (the client being the session's only sender)."""
-        deadline = deadline_after(self._client.timeout if timeout is None else timeout)
+        deadline = self._client._call_deadline(timeout)
         if not self._send_lock.locked():
             await self._send_lock.acquire()
         else:
@@ -543,9 +462,6 @@ class Session:
             message = await self.receive()
             if message is not None:
                 return message
-
-    def __repr__(self) -> str:
-        return f"Session(id={self.id})"
 
 
 class _Connect:

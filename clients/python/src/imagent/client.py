@@ -20,25 +20,18 @@ from typing import Any
 
 from . import protocol as p
 from .core import (
-    ClientCore, ConnectionEvent, Event, Message, Pending, SessionState, backoff, checked_session_id,
-    deadline_after, json_result, passed, program_name, remaining, ttl_milliseconds,
+    DEFAULT_TIMEOUT, ClientBase, Event, Message, Pending, Release, SendInFlight, SessionBase, SessionState, backoff,
+    checked_session_id, deadline_after, json_result, passed, program_name, remaining, ttl_milliseconds,
 )
-from .errors import (
-    ClientClosed, DaemonUnavailable, IPCError, PayloadTooLarge, PermissionDenied, SessionClosed,
-    TimedOut, UnknownSession, VersionUnsupported,
-)
+from .errors import ClientClosed, DaemonUnavailable, TimedOut, VersionUnsupported
 from .paths import open_socket, resolve_socket
 
-#: The default timeout of a call that waits for the daemon (seconds).
-DEFAULT_TIMEOUT = 60.0
 #: The least time given to connect, HELLO and re-attach, whatever the call's timeout.
 HANDSHAKE_GRACE = 0.5
 _READ_SIZE = 256 * 1024
-#: Errors after which a session cannot be attached again.
-_FATAL_ATTACH = (SessionClosed, UnknownSession, PermissionDenied)
 
 
-class Client:
+class Client(ClientBase):
     """A connection to imagentd that survives the daemon's restarts.
 
     Made by `imagent.connect()`; a context manager (leaving the block closes it).
@@ -48,9 +41,7 @@ class Client:
     """
 
     def __init__(self, path: str, name: str | None, timeout: float | None) -> None:
-        self.path = path
-        self.timeout = timeout
-        self._core = ClientCore(name)
+        super().__init__(path, name, timeout)
         self._core.ack_callback = self._ack
         # `with self._lock` holds the condition's lock (a C-level context manager);
         # notify_all only when a thread sleeps on the condition.
@@ -59,49 +50,27 @@ class Client:
         self._sleepers = 0
         self._sock: socket_module.socket | None = None
         self._poll: Any = None
+        #: A thread is connecting (outside the lock at times): the others wait for it.
         self._connecting = False
+        #: A thread is reading the socket (outside the lock): the others sleep.
         self._reading = False
-        self._closed = False
-        self._ever_connected = False
-        #: Why the daemon turned the last connection attempt away (ERROR), if it did.
-        self._refusal: IPCError | None = None
         self._buffer = bytearray(_READ_SIZE)
         self._view = memoryview(self._buffer)
 
     # MARK: Public API
-
-    @property
-    def daemon_version(self) -> str:
-        """The daemon's version, from its last WELCOME."""
-        return self._core.daemon_version
-
-    @property
-    def max_payload(self) -> int:
-        """The largest payload the daemon accepts (WELCOME's MAX_PAYLOAD)."""
-        return self._core.max_payload
-
-    @property
-    def link_state(self) -> int:
-        """The daemon's link to the server: 0 disconnected, 1 connecting, 2 connected, 3 disconnecting."""
-        return self._core.link_state
 
     def open(self, service: str, *, priority: int | None = None, durable: bool | None = None,
              timeout: float | None = None) -> Session:
         """Create a new session to `service` and attach it. If the connection is lost
         before OPENED, OPEN is made again on the next connection (the first may have
         created a session that is then left unused)."""
-        records = p.text(p.SERVICE, service)
-        if priority is not None:
-            records += p.u8(p.PRIORITY, priority)
-        if durable is not None:
-            records += p.u8(p.DURABLE, 1 if durable else 0)
-        reply = self._call(p.OPEN, records, timeout)
-        return Session(self, self._core.sessions[reply.integer(p.SESSION)])
+        reply = self._call(p.OPEN, p.open_records(service, priority, durable), timeout)
+        return Session(self, self._core.opened_session(reply))
 
     def attach(self, session_id: int, *, timeout: float | None = None) -> Session:
         """Attach an existing session (OPEN with SESSION): its unacknowledged messages come again."""
-        reply = self._call(p.OPEN, p.u64(p.SESSION, checked_session_id(session_id)), timeout)
-        return Session(self, self._core.sessions[reply.integer(p.SESSION)])
+        reply = self._call(p.OPEN, p.session_record(checked_session_id(session_id)), timeout)
+        return Session(self, self._core.opened_session(reply))
 
     def send_to(self, session_id: int, payload: bytes, ttl: float | None = None, *,
                 timeout: float | None = None) -> int:
@@ -110,20 +79,17 @@ class Client:
         Without an attach there is no SENT_SEQ to resolve a lost reply: when the
         connection goes before ACCEPTED, this raises DaemonUnavailable and the message
         may or may not have been stored."""
-        if len(payload) > self._core.max_payload:
-            raise PayloadTooLarge(f"payload of {len(payload)} bytes above the daemon's MAX_PAYLOAD {self._core.max_payload}")
+        self._core.check_payload(payload)
         deadline = self._call_deadline(timeout)
         with self._lock:
             self._connection(deadline)
             pending = self._core.send_request(checked_session_id(session_id), bytes(payload), ttl_milliseconds(ttl))
-            reply = self._exchange(pending, deadline, lost_is_error=True)
-            assert reply is not None
-            return reply.integer(p.SEQ)
+            self._await_reply(pending, deadline)
+            return self._core.sent_to(pending)
 
     def close_session(self, session_id: int, *, timeout: float | None = None) -> None:
         """CLOSE a session by id, attached here or not: it ends for good."""
-        state = self._core.sessions.get(session_id) or SessionState(checked_session_id(session_id))
-        self._release(state, p.CLOSE, timeout)
+        self._release(self._core.session_for(session_id), p.CLOSE, timeout)
 
     def status(self, *, timeout: float | None = None) -> dict[str, Any]:
         """STATUS: the daemon's and the link's state (imagent-ipc(7), STATUS AND METRICS)."""
@@ -157,9 +123,7 @@ class Client:
         ErrorEvent, ConnectionEvent and WatchEvent. At most 1024 are kept: when
         nobody takes them, the oldest are dropped."""
         with self._lock:
-            taken = list(self._core.events)
-            self._core.events.clear()
-            return taken
+            return self._core.take_events()
 
     def next_event(self, timeout: float | None = None) -> Event | None:
         """The next event, reading the socket up to `timeout` seconds (None: no limit);
@@ -179,7 +143,7 @@ class Client:
     def close(self) -> None:
         """Close the connection; the sessions live on in the daemon (detached)."""
         with self._lock:
-            self._closed = True
+            self._core.closed = True
             self._drop("the client was closed")
             self._notify()
 
@@ -193,36 +157,35 @@ class Client:
     # MARK: Sessions (called by Session)
 
     def _send(self, state: SessionState, payload: bytes, ttl: float | None, deadline: float | None) -> int:
+        """Session.send, under the session's send lock."""
         core = self._core
-        if len(payload) > core.max_payload:
-            raise PayloadTooLarge(f"payload of {len(payload)} bytes above the daemon's MAX_PAYLOAD {core.max_payload}")
-        ttl_ms = ttl_milliseconds(ttl)
+        core.check_payload(payload)
         with self._lock:
             self._attached(state, deadline)
-            # One send at a time per session (Session.send holds its lock): nothing else
-            # of ours is in flight, so SENT_SEQ beyond this tells that this one was stored.
-            before = state.last_accepted
+            sending = SendInFlight(state, payload, ttl_milliseconds(ttl))
             while True:
-                pending = core.send_request(state.id, payload, ttl_ms)
-                reply = self._exchange(pending, deadline, lost_is_error=False, forget_closes=True)
+                pending = sending.request(core)
+                try:
+                    reply = self._exchange(pending, deadline)
+                except TimedOut:
+                    # Its fate is unknown: the next attach's SENT_SEQ settles it before the next send.
+                    self._drop("a SEND was given up before its ACCEPTED")
+                    raise
                 if reply is not None:
                     return reply.integer(p.SEQ)
                 self._attached(state, deadline)
-                if state.last_accepted > before:
-                    return state.last_accepted
+                seq = sending.stored_seq()
+                if seq is not None:
+                    return seq
 
     def _receive(self, state: SessionState, timeout: float | None) -> Message | None:
         core = self._core
         deadline = deadline_after(timeout)
         with self._lock:
             while True:
-                message = core.pop_message(state)
+                message = core.take_message(state)
                 if message is not None:
                     return message
-                if state.error is not None:
-                    raise state.error
-                if state.released or self._closed:
-                    raise ClientClosed("the session was closed or detached by this program")
                 self._attached(state, deadline)
                 generation = core.generation
                 self._wait(lambda: bool(state.queue) or state.error is not None or core.generation != generation
@@ -231,29 +194,23 @@ class Client:
                     return None
 
     def _release(self, state: SessionState, op: int, timeout: float | None) -> None:
+        """CLOSE or DETACH; the session is forgotten here whatever the daemon says."""
         deadline = self._call_deadline(timeout)
+        release = Release(state.id, op)
         with self._lock:
-            lost_once = False
             try:
                 while True:
                     self._connection(deadline)
-                    pending = self._core.request(op, p.u64(p.SESSION, state.id))
-                    try:
-                        reply = self._exchange(pending, deadline, lost_is_error=False)
-                    except (SessionClosed, UnknownSession):
-                        if lost_once:
-                            break  # the CLOSE lost with its connection did it
-                        raise
-                    if reply is not None or op == p.DETACH:
-                        break  # a connection that goes detaches its sessions
-                    lost_once = True
+                    pending = release.request(self._core)
+                    self._await_reply(pending, deadline)
+                    if release.finished(self._core, pending):
+                        return
             finally:
-                self._core.release(state.id)
+                self._core.forget_session(state.id)
 
     def _ack(self, session: int, seq: int) -> None:
+        """Message.ack(): never waits for a reply."""
         with self._lock:
-            if self._closed:
-                raise ClientClosed("the client is closed")
             frame = self._core.ack_frame(session, seq)
             if frame is not None and self._sock is not None:
                 try:
@@ -269,34 +226,24 @@ class Client:
         with self._lock:
             while True:
                 self._connection(deadline)
-                reply = self._exchange(self._core.request(op, records), deadline, lost_is_error=False)
+                reply = self._exchange(self._core.request(op, records), deadline)
                 if reply is not None:
                     return reply
 
-    def _exchange(self, pending: Pending, deadline: float | None, *, lost_is_error: bool,
-                  forget_closes: bool = False) -> p.Frame | None:
-        """Writes the request and waits for its reply: the reply, or None when the
-        connection was lost; raises its ERROR, or TimedOut."""
+    def _exchange(self, pending: Pending, deadline: float | None) -> p.Frame | None:
+        """The reply, or None when the connection was lost; raises its ERROR, or TimedOut."""
+        self._await_reply(pending, deadline)
+        return self._core.outcome(pending)
+
+    def _await_reply(self, pending: Pending, deadline: float | None) -> None:
+        """With the lock held: writes the request, then reads until it is done, its
+        connection is gone or `deadline` passes; the core says what it came to."""
         try:
             self._write(pending.frame, deadline)
         except OSError as error:
             self._drain()  # what the daemon said before it closed (an ERROR) is still there
             self._lost(pending.generation, f"write failed: {error}")
         self._wait(lambda: pending.done, deadline)
-        if pending.reply is not None:
-            return pending.reply
-        if pending.error is not None:
-            raise pending.error
-        if pending.lost or pending.generation != self._core.generation:
-            if lost_is_error:
-                raise DaemonUnavailable("the connection to imagentd was lost")
-            return None
-        self._core.forget(pending)
-        if forget_closes:
-            # Its fate is unknown: the next attach (OPENED's SENT_SEQ) tells the next send.
-            self._drop("a SEND timed out")
-        op = int.from_bytes(pending.frame[4:6], "big")
-        raise TimedOut(f"no reply to {p.OP_NAMES.get(op, hex(op))} from imagentd within the timeout")
 
     # MARK: The connection
 
@@ -313,12 +260,9 @@ class Client:
             self._connection(deadline)
             if not core.needs_attach(state):
                 return
-            pending = core.request(p.OPEN, p.u64(p.SESSION, state.id))
-            try:
-                self._exchange(pending, deadline, lost_is_error=False)
-            except _FATAL_ATTACH as error:
-                state.error = error
-                raise
+            pending = core.attach_request(state)
+            self._await_reply(pending, deadline)
+            core.attach_answered(state, pending)
 
     def _connection(self, deadline: float | None, attempts: int | None = None) -> None:
         """With the lock held: returns once a connection is up (HELLO answered, sessions
@@ -327,8 +271,7 @@ class Client:
         attempt = 0
         last_failure = "not connected"
         while True:
-            if self._closed:
-                raise ClientClosed("the client is closed")
+            self._core.check_open()
             if self._sock is not None and not self._connecting:
                 return
             if self._connecting:
@@ -337,9 +280,7 @@ class Client:
                 self._sleep(remaining(deadline))
                 continue
             if attempts is not None and attempt >= attempts:
-                if self._refusal is not None:
-                    raise self._refusal  # a daemon answered, and said no
-                raise DaemonUnavailable(f"cannot connect to imagentd at {self.path}: {last_failure}")
+                raise self._core.unreachable(self.path, last_failure)
             delay = backoff(attempt)
             if attempt > 0 and deadline is not None and time.monotonic() + delay > deadline:
                 raise DaemonUnavailable(f"cannot connect to imagentd at {self.path}: {last_failure}")
@@ -364,7 +305,7 @@ class Client:
         """One attempt (lock held, `_connecting` set): connect, HELLO, re-attach.
         Returns "" on success, else why it failed."""
         core = self._core
-        self._refusal = None
+        core.refusal = None
         self._lock.release()
         try:
             sock = open_socket(self.path)
@@ -372,48 +313,40 @@ class Client:
             return error.strerror or str(error)
         finally:
             self._lock.acquire()
-        if self._closed:
+        if core.closed:
             sock.close()
             raise ClientClosed("the client is closed")
         self._sock = sock
         self._poll = select.poll()
         self._poll.register(sock, select.POLLIN)
         hello = core.connection_made()
+        self._await_reply(hello, deadline)
         try:
-            welcome = self._exchange(hello, deadline, lost_is_error=False)
+            failure = core.hello_answered(hello)
         except VersionUnsupported:
             self._drop("VERSION_UNSUPPORTED")
             raise
-        except IPCError as error:  # LIMIT_REACHED, SHUTTING_DOWN, ...: try again later
-            self._refusal = error
-            self._drop(str(error))
-            return str(error)
         except TimedOut:
             self._drop("HELLO timed out")
             raise
-        if welcome is None:
-            self._refusal = core.last_refusal  # LIMIT_REACHED at accept comes with request 0
-            return f"the connection closed during HELLO{f' ({core.last_refusal})' if core.last_refusal else ''}"
-        core.welcome(welcome)
-        sessions = [state for state in core.sessions.values() if core.needs_attach(state)]
-        reattaching = [core.request(p.OPEN, p.u64(p.SESSION, state.id)) for state in sessions]
-        if reattaching:
+        if failure:
+            self._drop(failure)
+            return failure
+        reattach = core.reattach_requests()
+        if reattach:
             try:
-                self._write(b"".join(pending.frame for pending in reattaching), deadline)
+                self._write(b"".join(pending.frame for _, pending in reattach), deadline)
             except OSError as error:
                 self._lost(core.generation, f"write failed: {error}")
-            self._wait(lambda: all(pending.done for pending in reattaching), deadline)
-            for session, pending in zip(sessions, reattaching):
-                if pending.lost:
-                    return "the connection closed during the re-attach"
-                if pending.error is not None and isinstance(pending.error, _FATAL_ATTACH):
-                    session.error = pending.error
-                # Others (SESSION_BUSY, ...) are tried again by the next call on that session.
-                if not pending.done:
-                    for waiting in reattaching:
-                        core.forget(waiting)
-                    self._drop("re-attach timed out")
-                    raise TimedOut("imagentd did not answer the re-attach in time")
+            self._wait(lambda: all(pending.done for _, pending in reattach), deadline)
+            failure = core.reattached(reattach)
+            if failure:
+                return failure
+            if not all(pending.done for _, pending in reattach):
+                for _, pending in reattach:
+                    core.forget(pending)
+                self._drop("re-attach timed out")
+                raise TimedOut("imagentd did not answer the re-attach in time")
         outgoing = core.take_outgoing()
         if outgoing:
             try:
@@ -421,9 +354,7 @@ class Client:
             except OSError as error:
                 self._lost(core.generation, f"write failed: {error}")
                 return str(error)
-        if self._ever_connected:
-            core.add_event(ConnectionEvent(True, "reconnected"))
-        self._ever_connected = True
+        core.connection_ready()
         return ""
 
     def _wait(self, done: Callable[[], bool], deadline: float | None) -> bool:
@@ -562,36 +493,17 @@ class Client:
         self._core.connection_lost(reason)
         self._notify()
 
-    def _call_deadline(self, timeout: float | None) -> float | None:
-        return deadline_after(self.timeout if timeout is None else timeout)
 
-
-class Session:
+class Session(SessionBase):
     """A session attached through a `Client`: `id`, `send`, `receive`, `close`, `detach`.
 
     Iterating over a session receives its messages one by one, without a timeout.
     """
 
     def __init__(self, client: Client, state: SessionState) -> None:
+        super().__init__(state)
         self._client = client
-        self._state = state
         self._send_lock = threading.Lock()
-        self.id = state.id
-
-    @property
-    def sent_seq(self) -> int:
-        """The highest outbound seq ACCEPTED (OPENED's SENT_SEQ, then each send's)."""
-        return self._state.last_accepted
-
-    @property
-    def acked_seq(self) -> int:
-        """The highest outbound seq the server has acknowledged (ACKED events)."""
-        return self._state.acked_seq
-
-    @property
-    def state(self) -> int:
-        """0 pending, 1 open, 2 paused, 3 failed, 4 closed (SESSION_STATE)."""
-        return self._state.state
 
     def send(self, payload: bytes, ttl: float | None = None, *, timeout: float | None = None) -> int:
         """Queue one message; returns its seq once the daemon stored it (ACCEPTED).
@@ -603,8 +515,9 @@ class Session:
         long as this client is the session's only sender. `timeout` (default: the
         client's) bounds the whole call, reconnecting included: TimedOut (the message
         may have been stored) or DaemonUnavailable."""
-        deadline = deadline_after(self._client.timeout if timeout is None else timeout)
-        if not self._send_lock.acquire(timeout=-1 if deadline is None else max(0.0, deadline - time.monotonic())):
+        deadline = self._client._call_deadline(timeout)
+        left = remaining(deadline)
+        if not self._send_lock.acquire(timeout=-1 if left is None else left):
             raise TimedOut("another send on this session did not finish in time")
         try:
             return self._client._send(self._state, bytes(payload), ttl, deadline)
@@ -632,9 +545,6 @@ class Session:
             message = self.receive()
             if message is not None:
                 yield message
-
-    def __repr__(self) -> str:
-        return f"Session(id={self.id})"
 
 
 def connect(socket: str | os.PathLike[str] | None = None, name: str | None = None, *,

@@ -5,8 +5,14 @@ The core matches replies to requests, keeps each attached session's resume
 state (the last seq ACCEPTED, raised to each OPENED's SENT_SEQ, so that a send
 in flight was stored when it passed the value before the send; the highest seq
 received; the highest seq the program acknowledged, sent again after a
-re-attach), and queues received messages and events. The clients move bytes,
-wait and reconnect; after `feed` they write `take_outgoing()` and wake waiters.
+re-attach), and queues received messages and events. It also decides what a
+reply means: `outcome` (the reply, its ERROR raised, lost, or timed out),
+`hello_answered`, `attach_answered` and `reattached` (which refusals end a
+session), `SendInFlight.stored_seq` (a lost SEND settled by SENT_SEQ) and
+`Release.finished` (a lost CLOSE). The clients move bytes, wait and reconnect:
+they write what the core builds, wait until a request is `done`, the
+connection is gone or the time is up, and then ask the core what it came to;
+after `feed` they write `take_outgoing()` and wake waiters.
 """
 
 from __future__ import annotations
@@ -22,14 +28,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import protocol as p
-from .errors import Error, IPCError, SessionClosed, ipc_error
+from .errors import (
+    ClientClosed, DaemonUnavailable, Error, IPCError, PayloadTooLarge, PermissionDenied, SessionClosed, TimedOut,
+    UnknownSession, VersionUnsupported, ipc_error,
+)
 
+#: The default timeout of a call that waits for the daemon (seconds).
+DEFAULT_TIMEOUT = 60.0
 #: Events kept for `next_event` before the oldest are dropped.
 EVENT_QUEUE_LIMIT = 1024
 
 LINK_STATE_NAMES = {0: "disconnected", 1: "connecting", 2: "connected", 3: "disconnecting"}
 SESSION_STATE_NAMES = {0: "pending", 1: "open", 2: "paused", 3: "failed", 4: "closed"}
 SESSION_CLOSED_STATE = 4
+
+#: Refusals of an attach after which the session cannot be attached again.
+FATAL_ATTACH_ERRORS = (SessionClosed, UnknownSession, PermissionDenied)
 
 #: Reconnect delays before attempt n (seconds), then `BACKOFF_CAP`; each is
 #: scaled by a random factor in [0.5, 1] so that clients of a restarted daemon
@@ -147,24 +161,29 @@ Event = LinkStateEvent | SessionStateEvent | AckedEvent | ExpiredEvent | ErrorEv
 class Pending:
     """A request awaiting its reply on connection `generation`."""
 
-    __slots__ = ("request", "generation", "frame", "reply", "error", "lost", "waker")
+    __slots__ = ("op", "request", "generation", "frame", "reply", "error", "lost", "waker")
 
-    def __init__(self, request: int, generation: int, frame: bytes) -> None:
+    def __init__(self, op: int, request: int, generation: int, frame: bytes) -> None:
+        self.op = op
         self.request = request
         self.generation = generation
         self.frame = frame
         self.reply: p.Frame | None = None
         self.error: IPCError | None = None
         self.lost = False
+        #: Called once it is done (the asyncio client completes a future).
         self.waker: Callable[[], None] | None = None
 
     @property
     def done(self) -> bool:
         return self.reply is not None or self.error is not None or self.lost
 
-    def _finish(self) -> None:
+    def wake(self) -> None:
         if self.waker is not None:
             self.waker()
+
+    def timed_out(self) -> TimedOut:
+        return TimedOut(f"no reply to {p.OP_NAMES.get(self.op, hex(self.op))} from imagentd within the timeout")
 
 
 class SessionState:
@@ -192,6 +211,63 @@ class SessionState:
         self.released = False
 
 
+class SendInFlight:
+    """One `send` of the program on an attached session, made again until the
+    daemon has stored it once.
+
+    Sends on a session are made one at a time (each client holds a lock per
+    session) and the client is the session's only sender, so nothing else is in
+    flight: when the re-attach after a lost connection raises `last_accepted`
+    (OPENED's SENT_SEQ) above its value before the send, this send was stored.
+    """
+
+    __slots__ = ("session", "payload", "ttl_ms", "accepted_before")
+
+    def __init__(self, session: SessionState, payload: bytes, ttl_ms: int | None) -> None:
+        self.session = session
+        self.payload = payload
+        self.ttl_ms = ttl_ms
+        self.accepted_before = session.last_accepted
+
+    def request(self, core: ClientCore) -> Pending:
+        return core.send_request(self.session.id, self.payload, self.ttl_ms)
+
+    def stored_seq(self) -> int | None:
+        """After the re-attach that followed a lost SEND: its seq when the daemon
+        stored it, None when it has to be sent again."""
+        last = self.session.last_accepted
+        return last if last > self.accepted_before else None
+
+
+class Release:
+    """A CLOSE or DETACH of the program, made again on the next connection when
+    its connection is lost before the reply."""
+
+    __slots__ = ("session", "op", "lost_once")
+
+    def __init__(self, session: int, op: int) -> None:
+        self.session = session
+        self.op = op
+        self.lost_once = False
+
+    def request(self, core: ClientCore) -> Pending:
+        return core.request(self.op, p.session_record(self.session))
+
+    def finished(self, core: ClientCore, pending: Pending) -> bool:
+        """After its exchange: True when done, False to make it again on the next
+        connection. Raises the daemon's refusal, or TimedOut."""
+        try:
+            reply = core.outcome(pending)
+        except (SessionClosed, UnknownSession):
+            if self.lost_once:
+                return True  # the CLOSE lost with its connection did it
+            raise
+        if reply is not None or self.op == p.DETACH:
+            return True  # a connection that goes detaches its sessions
+        self.lost_once = True
+        return False
+
+
 class ClientCore:
     """The protocol state of one client connection and its sessions (no I/O)."""
 
@@ -210,9 +286,15 @@ class ClientCore:
         self.queued = 0
         self.decoder = p.FrameDecoder()
         #: The last ERROR with request 0 on this connection (LIMIT_REACHED at accept, ...).
-        self.last_refusal: IPCError | None = None
+        self.last_unsolicited_error: IPCError | None = None
         #: WATCH was asked for: asked again on each new connection.
         self.watching = False
+        #: Closed by the program: every call raises ClientClosed.
+        self.closed = False
+        #: Why the daemon turned the last connection attempt away (ERROR), if it did.
+        self.refusal: IPCError | None = None
+        #: A handshake completed once: the next one is a reconnect (a ConnectionEvent).
+        self.ever_connected = False
         self._next_request = 1
         self._outgoing: list[bytes] = []
         #: What `Message.ack()` calls: the client's.
@@ -225,7 +307,7 @@ class ClientCore:
         self.generation += 1
         self.connected = True
         self.decoder = p.FrameDecoder()
-        self.last_refusal = None
+        self.last_unsolicited_error = None
         self._outgoing.clear()
         records = p.u8(p.IPC_VERSION, 1)
         if self.name is not None:  # at most 128 bytes, cut on a character's boundary
@@ -233,7 +315,26 @@ class ClientCore:
             records += p.text(p.CLIENT_NAME, name)
         return self.request(p.HELLO, records)
 
+    def hello_answered(self, hello: Pending) -> str:
+        """After HELLO's exchange: "" once WELCOME is applied, else why the daemon did
+        not welcome us (its ERROR kept in `refusal`; the connection is to be dropped).
+        Raises VersionUnsupported (trying again would not help) and TimedOut."""
+        try:
+            welcome = self.outcome(hello)
+        except VersionUnsupported:
+            raise
+        except IPCError as error:  # LIMIT_REACHED, SHUTTING_DOWN, ...: try again later
+            self.refusal = error
+            return str(error)
+        if welcome is None:
+            self.refusal = self.last_unsolicited_error  # LIMIT_REACHED at accept comes with request 0
+            reason = f" ({self.last_unsolicited_error})" if self.last_unsolicited_error is not None else ""
+            return f"the connection closed during HELLO{reason}"
+        self.welcome(welcome)
+        return ""
+
     def welcome(self, frame: p.Frame) -> None:
+        """Applies WELCOME (and asks for WATCH again when the program had asked for it)."""
         self.daemon_version = frame.text(p.DAEMON_VERSION, "")
         self.max_payload = frame.optional_integer(p.MAX_PAYLOAD) or p.DEFAULT_MAX_PAYLOAD
         self.link_state = frame.optional_integer(p.LINK_STATE) or 0
@@ -252,23 +353,89 @@ class ClientCore:
             if pending.generation == self.generation:
                 del self.pending[request]
                 pending.lost = True
-                pending._finish()
+                pending.wake()
         self._outgoing.clear()
         self.add_event(ConnectionEvent(False, reason))
 
     def needs_attach(self, session: SessionState) -> bool:
         return not session.released and session.error is None and session.attached_generation != self.generation
 
+    def attach_request(self, session: SessionState) -> Pending:
+        """OPEN with SESSION: attaches `session` to this connection."""
+        return self.request(p.OPEN, p.session_record(session.id))
+
+    def attach_answered(self, session: SessionState, pending: Pending) -> None:
+        """After an attach's exchange: returns when attached or when the connection
+        was lost; raises the refusal (kept as the session's error when it ends the
+        session), or TimedOut."""
+        try:
+            self.outcome(pending)
+        except FATAL_ATTACH_ERRORS as error:
+            session.error = error
+            raise
+
+    def reattach_requests(self) -> list[tuple[SessionState, Pending]]:
+        """After WELCOME: an attach for every session the program still holds."""
+        return [(state, self.attach_request(state)) for state in self.sessions.values() if self.needs_attach(state)]
+
+    def reattached(self, reattach: list[tuple[SessionState, Pending]]) -> str:
+        """Once every re-attach is done: "" when the connection is still up, else why
+        not. A refusal that ends a session becomes its error; others (SESSION_BUSY,
+        ...) are tried again by the next call on that session."""
+        for state, pending in reattach:
+            if pending.lost:
+                return "the connection closed during the re-attach"
+            if isinstance(pending.error, FATAL_ATTACH_ERRORS):
+                state.error = pending.error
+        return ""
+
+    def connection_ready(self) -> None:
+        """The handshake is over (WELCOME, re-attach, `take_outgoing()` written)."""
+        if self.ever_connected:
+            self.add_event(ConnectionEvent(True, "reconnected"))
+        self.ever_connected = True
+
+    def unreachable(self, path: str, failure: str) -> Error:
+        """What a client that gives up connecting raises: the daemon's refusal when
+        the last attempt got one, else DaemonUnavailable."""
+        if self.refusal is not None:
+            return self.refusal  # a daemon answered, and said no
+        return DaemonUnavailable(f"cannot connect to imagentd at {path}: {failure}")
+
     # MARK: Requests
 
     def request(self, op: int, records: bytes = b"") -> Pending:
         """A request with a fresh id, awaiting its reply on this connection."""
         request = self._take_request_id()
-        return self._register(Pending(request, self.generation, p.encode(op, request, records)))
+        return self._register(Pending(op, request, self.generation, p.encode(op, request, records)))
 
     def send_request(self, session: int, payload: bytes, ttl_ms: int | None) -> Pending:
         request = self._take_request_id()
-        return self._register(Pending(request, self.generation, p.send_frame(request, session, payload, ttl_ms)))
+        return self._register(Pending(p.SEND, request, self.generation, p.send_frame(request, session, payload, ttl_ms)))
+
+    def outcome(self, pending: Pending) -> p.Frame | None:
+        """What a request came to once its caller stopped waiting (it is done, its
+        connection is gone, or the time is up): the reply; raises its ERROR; None
+        when its connection was lost (make it again on the next one); raises
+        TimedOut when it is still unanswered (its late reply will be ignored)."""
+        if pending.reply is not None:
+            return pending.reply
+        if pending.error is not None:
+            raise pending.error
+        if pending.lost or pending.generation != self.generation or not self.connected:
+            self.forget(pending)
+            return None
+        self.forget(pending)
+        raise pending.timed_out()
+
+    def sent_to(self, pending: Pending) -> int:
+        """After the SEND of `send_to` (a session not attached here): its seq. Raises
+        its ERROR, TimedOut, or DaemonUnavailable when the connection was lost: with
+        no attach, no SENT_SEQ tells whether the message was stored."""
+        reply = self.outcome(pending)
+        if reply is None:
+            raise DaemonUnavailable("the connection to imagentd was lost before ACCEPTED")
+        return reply.integer(p.SEQ)
 
     def _take_request_id(self) -> int:
         request = self._next_request
@@ -293,14 +460,17 @@ class ClientCore:
 
     def ack_frame(self, session: int, seq: int) -> bytes | None:
         """Records the program's ACK; returns the frame to write now, or None when the
-        session is not attached on this connection (it is sent after the re-attach)."""
+        session is not attached on this connection (it is sent after the re-attach).
+        Raises ClientClosed once the client is closed."""
+        if self.closed:
+            raise ClientClosed("the client is closed")
         state = self.sessions.get(session)
         if state is None or seq <= state.program_acked:
             return None  # gone, or acknowledged already (ACK is cumulative)
         state.program_acked = seq
         if not self.connected or state.attached_generation != self.generation:
             return None
-        return p.encode(p.ACK, 0, p.u64(p.SESSION, session) + p.u64(p.SEQ, seq))
+        return p.ack_frame(session, seq)
 
     # MARK: Input
 
@@ -328,10 +498,10 @@ class ClientCore:
                 pending.error = ipc_error(frame.integer(p.CODE), frame.text(p.MESSAGE, ""))
             else:
                 pending.reply = frame
-            pending._finish()
+            pending.wake()
         elif op == p.ERROR:
             error = ipc_error(frame.integer(p.CODE), frame.text(p.MESSAGE, ""))
-            self.last_refusal = error
+            self.last_unsolicited_error = error
             self.add_event(ErrorEvent(error))
         elif op == p.EV_ACKED:
             session, seq = frame.integer(p.SESSION), frame.integer(p.SEQ)
@@ -384,7 +554,7 @@ class ClientCore:
         delivered = frame.integer(p.DELIVERED_SEQ)
         state.highest_received = max(state.highest_received, delivered)
         if state.program_acked > delivered:
-            self._outgoing.append(p.encode(p.ACK, 0, p.u64(p.SESSION, session) + p.u64(p.SEQ, state.program_acked)))
+            self._outgoing.append(p.ack_frame(session, state.program_acked))
 
     def _session_state(self, frame: p.Frame) -> None:
         session, value = frame.integer(p.SESSION), frame.integer(p.SESSION_STATE)
@@ -404,19 +574,105 @@ class ClientCore:
 
     # MARK: Program side
 
-    def pop_message(self, state: SessionState) -> Message | None:
-        if not state.queue:
-            return None
-        self.queued -= 1
-        return state.queue.popleft()
+    def check_open(self) -> None:
+        if self.closed:
+            raise ClientClosed("the client is closed")
 
-    def release(self, session: int) -> None:
+    def check_payload(self, payload: bytes) -> None:
+        """Refuses what the daemon would refuse, without sending it."""
+        if len(payload) > self.max_payload:
+            raise PayloadTooLarge(f"payload of {len(payload)} bytes above the daemon's MAX_PAYLOAD {self.max_payload}")
+
+    def opened_session(self, opened: p.Frame) -> SessionState:
+        """The session an OPENED reply attached (recorded when it was handled)."""
+        return self.sessions[opened.integer(p.SESSION)]
+
+    def session_for(self, session_id: int) -> SessionState:
+        """The attached session `session_id`, or a detached stand-in for one not attached here."""
+        return self.sessions.get(session_id) or SessionState(checked_session_id(session_id))
+
+    def take_message(self, state: SessionState) -> Message | None:
+        """The session's next queued message, None when none is queued. Raises the
+        session's error (closed, not ours), or ClientClosed once the program closed
+        or detached it, or closed the client."""
+        if state.queue:
+            self.queued -= 1
+            return state.queue.popleft()
+        if state.error is not None:
+            raise state.error
+        if state.released or self.closed:
+            raise ClientClosed("the session was closed or detached by this program")
+        return None
+
+    def take_events(self) -> list[Event]:
+        taken = list(self.events)
+        self.events.clear()
+        return taken
+
+    def forget_session(self, session: int) -> None:
         """The program closed or detached the session: forget it."""
         state = self.sessions.pop(session, None)
         if state is not None:
             state.released = True
             self.queued -= len(state.queue)
             state.queue.clear()
+
+
+# MARK: What both clients show the program
+
+
+class ClientBase:
+    """The part of `imagent.Client` and `imagent.aio.Client` that only reads the core."""
+
+    def __init__(self, path: str, name: str | None, timeout: float | None) -> None:
+        self.path = path
+        self.timeout = timeout
+        self._core = ClientCore(name)
+
+    @property
+    def daemon_version(self) -> str:
+        """The daemon's version, from its last WELCOME."""
+        return self._core.daemon_version
+
+    @property
+    def max_payload(self) -> int:
+        """The largest payload the daemon accepts (WELCOME's MAX_PAYLOAD)."""
+        return self._core.max_payload
+
+    @property
+    def link_state(self) -> int:
+        """The daemon's link to the server: 0 disconnected, 1 connecting, 2 connected, 3 disconnecting."""
+        return self._core.link_state
+
+    def _call_deadline(self, timeout: float | None) -> float | None:
+        """A call's deadline: its own timeout, else the client's."""
+        return deadline_after(self.timeout if timeout is None else timeout)
+
+
+class SessionBase:
+    """The part of `imagent.Session` and `imagent.aio.Session` that only reads the core."""
+
+    def __init__(self, state: SessionState) -> None:
+        self._state = state
+        self.id = state.id
+
+    @property
+    def sent_seq(self) -> int:
+        """The highest outbound seq ACCEPTED (OPENED's SENT_SEQ, then each send's)."""
+        return self._state.last_accepted
+
+    @property
+    def acked_seq(self) -> int:
+        """The highest outbound seq the server has acknowledged (ACKED events)."""
+        return self._state.acked_seq
+
+    @property
+    def state(self) -> int:
+        """0 pending, 1 open, 2 paused, 3 failed, 4 closed (SESSION_STATE)."""
+        return self._state.state
+
+    def __repr__(self) -> str:
+        return f"Session(id={self.id})"
 
 
 def _no_ack(session: int, seq: int) -> None:

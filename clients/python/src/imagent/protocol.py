@@ -211,6 +211,26 @@ def encode_fields(op: int, request: int, fields: dict[int, int | str | bytes]) -
     return encode(op, request, b"".join(parts))
 
 
+def session_record(session: int) -> bytes:
+    """The SESSION record: what OPEN (attach), CLOSE and DETACH carry."""
+    return _U64.pack(SESSION, 8, session)
+
+
+def open_records(service: str, priority: int | None, durable: bool | None) -> bytes:
+    """OPEN's records for a new session to `service`."""
+    records = text(SERVICE, service)
+    if priority is not None:
+        records += u8(PRIORITY, priority)
+    if durable is not None:
+        records += u8(DURABLE, 1 if durable else 0)
+    return records
+
+
+def ack_frame(session: int, seq: int) -> bytes:
+    """ACK (request 0: the daemon never answers it, except with an ERROR)."""
+    return encode(ACK, 0, u64(SESSION, session) + u64(SEQ, seq))
+
+
 def send_frame(request: int, session: int, payload: bytes, ttl_ms: int | None) -> bytes:
     """SEND, built with one copy of the payload."""
     tail = u32(TTL_MS, ttl_ms) if ttl_ms else b""

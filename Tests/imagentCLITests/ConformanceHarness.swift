@@ -47,9 +47,11 @@ enum ClientLibrary: String, CaseIterable, Sendable, CustomTestStringConvertible 
 }
 
 /// What a driver printed and how it ended.
-struct DriverRun: @unchecked Sendable {
+struct DriverRun {
     var status: Int32
     var signaled: Bool
+    /// Killed by the harness for running over its limit.
+    var overran: Bool
     /// Every JSON line, events and report.
     var lines: [[String: Any]]
     var stdout: String
@@ -71,12 +73,12 @@ struct DriverRun: @unchecked Sendable {
         return number.boolValue
     }
     var errors: [String: Int] { (report?["errors"] as? [String: Any])?.compactMapValues { ($0 as? NSNumber)?.intValue } ?? [:] }
-    var seconds: Double { Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18 }
+    var seconds: Double { conformanceSeconds(elapsed) }
 
     /// For failure messages: the report, or what the driver printed.
     var diagnosis: String {
         let out = report.map { _ in stdout.split(separator: "\n").last.map(String.init) ?? "" } ?? String(stdout.suffix(2000))
-        return "exit \(signaled ? "signal " : "")\(status) after \(String(format: "%.1f", seconds)) s; stdout: \(out)\nstderr: \(stderr.suffix(3000))"
+        return "\(overran ? "killed for running over its limit: " : "")exit \(signaled ? "signal " : "")\(status) after \(String(format: "%.1f", seconds)) s; stdout: \(out)\nstderr: \(stderr.suffix(3000))"
     }
 }
 
@@ -173,19 +175,22 @@ final class ConformanceCluster: @unchecked Sendable {
             try await readLines()
             try await Task.sleep(for: .milliseconds(20))
         }
-        if child.isRunning {
+        let overran = child.isRunning
+        if overran {
             child.signal(SIGKILL)
             _ = await child.exit(within: .seconds(10))
         }
         try await readLines()
-        return DriverRun(status: child.terminationStatus, signaled: child.terminationReason == .uncaughtSignal, lines: lines,
+        return DriverRun(status: child.terminationStatus, signaled: child.terminationReason == .uncaughtSignal, overran: overran, lines: lines,
                          stdout: readFile(outPath) ?? "", stderr: readFile(errPath) ?? "", elapsed: ContinuousClock.now - start)
     }
 }
 
-/// Runs `body` with a new cluster and always stops it; a failure keeps its files.
-func withConformanceCluster(extraConfig: String = "", maxFrame: Int? = nil, socketMode: String = "0600",
-                            _ body: (ConformanceCluster) async throws -> Void) async throws {
+/// Runs `body` with a new cluster and always stops it; a failure keeps its files. Prints how long
+/// `scenario` took for `library`, everything included.
+func withConformanceCluster(_ library: ClientLibrary, _ scenario: String, extraConfig: String = "", maxFrame: Int? = nil,
+                            socketMode: String = "0600", _ body: (ConformanceCluster) async throws -> Void) async throws {
+    let start = ContinuousClock.now
     let cluster = try ConformanceCluster(extraConfig: extraConfig, maxFrame: maxFrame, socketMode: socketMode)
     do {
         try await body(cluster)
@@ -194,4 +199,10 @@ func withConformanceCluster(extraConfig: String = "", maxFrame: Int? = nil, sock
         await cluster.stop(keepingFiles: true)
         throw error
     }
+    print("conformance \(library) \(scenario): \(String(format: "%.1f", conformanceSeconds(ContinuousClock.now - start))) s in all "
+          + "(server, daemon, driver)")
+}
+
+func conformanceSeconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
 }

@@ -14,7 +14,7 @@ struct ConformanceTests {
     @Test(arguments: ClientLibrary.allCases)
     func echo(_ library: ClientLibrary) async throws {
         try requireDriver(library)
-        try await withConformanceCluster { cluster in
+        try await withConformanceCluster(library, "echo") { cluster in
             try await cluster.startServer()
             try await cluster.startDaemon()
             for size in [64, 1024] {
@@ -27,7 +27,7 @@ struct ConformanceTests {
     @Test(arguments: ClientLibrary.allCases)
     func queueFull(_ library: ClientLibrary) async throws {
         try requireDriver(library)
-        try await withConformanceCluster(extraConfig: "[limits]\noutbox_messages = 20\n") { cluster in
+        try await withConformanceCluster(library, "queue-full", extraConfig: "[limits]\noutbox_messages = 20\n") { cluster in
             try await cluster.startDaemon()  // the server is down
             var full: Int?
             let run = try await cluster.run(library, "queue-full", ["--messages", "100"]) { event in
@@ -45,7 +45,7 @@ struct ConformanceTests {
     func large(_ library: ClientLibrary) async throws {
         try requireDriver(library)
         // 1 MiB payloads (the daemon's MAX_PAYLOAD) need frames above 1 MiB on the link, both ways.
-        try await withConformanceCluster(maxFrame: 2 << 20) { cluster in
+        try await withConformanceCluster(library, "large", maxFrame: 2 << 20) { cluster in
             try await cluster.startServer()
             try await cluster.startDaemon()
             let run = try await cluster.run(library, "large", ["--messages", "4", "--size", "1048576"])
@@ -58,7 +58,7 @@ struct ConformanceTests {
     func sessions(_ library: ClientLibrary) async throws {
         try requireDriver(library)
         let count = 1000
-        try await withConformanceCluster(extraConfig: "[limits]\nmax_sessions_per_uid = \(2 * count)\n") { cluster in
+        try await withConformanceCluster(library, "sessions", extraConfig: "[limits]\nmax_sessions_per_uid = \(2 * count)\n") { cluster in
             try await cluster.startServer()
             try await cluster.startDaemon()
             let run = try await cluster.run(library, "sessions", ["--sessions", "\(count)"])
@@ -77,7 +77,7 @@ struct ConformanceTests {
           arguments: ClientLibrary.allCases)
     func permissionDenied(_ library: ClientLibrary) async throws {
         try requireDriver(library)
-        try await withConformanceCluster(socketMode: "0666") { cluster in
+        try await withConformanceCluster(library, "other uid", socketMode: "0666") { cluster in
             try await cluster.startServer()
             try await cluster.startDaemon()
             // The folder is 0700 (the daemon keeps its store there): let other users through to the socket.
@@ -99,7 +99,7 @@ struct ConformanceTests {
     @Test(arguments: ClientLibrary.allCases)
     func serverDown(_ library: ClientLibrary) async throws {
         try requireDriver(library)
-        try await withConformanceCluster { cluster in
+        try await withConformanceCluster(library, "server-down") { cluster in
             try await cluster.startDaemon()  // the server is down
             var accepted: Int?
             let run = try await cluster.run(library, "server-down", ["--messages", "200"]) { event in
@@ -116,7 +116,7 @@ struct ConformanceTests {
     func stream(_ library: ClientLibrary) async throws {
         try requireDriver(library)
         let messages = 10_000
-        try await withConformanceCluster { cluster in
+        try await withConformanceCluster(library, "stream") { cluster in
             try await cluster.startServer()
             try await cluster.startDaemon()
             var killedAt: Int?

@@ -112,6 +112,8 @@ int connection_fill(daemon_connection *conn)
 
 int connection_next_frame(daemon_connection *conn, ipc_frame *frame, const uint8_t **bytes, size_t *size)
 {
+    if (conn->decoded >= conn->in.length)
+        return IPC_NEED_MORE; /* also before the first read, while in.data is NULL */
     const uint8_t *start = conn->in.data + conn->decoded;
     size_t consumed = 0;
     int decoded = ipc_frame_decode(start, conn->in.length - conn->decoded, conn->max_frame_length, frame, &consumed);

@@ -122,8 +122,9 @@ static int keep_reply(imagent_client *client, const uint8_t *bytes, size_t size)
     if (!client->reply.bytes)
         return IMAGENT_ERR_NO_MEMORY;
     memcpy(client->reply.bytes, bytes, size);
+    /* Decoded already, under the same limit: it decodes again. */
     size_t consumed;
-    ipc_frame_decode(client->reply.bytes, size, UINT32_MAX, &client->reply.frame, &consumed);
+    ipc_frame_decode(client->reply.bytes, size, client->conn.max_frame_length, &client->reply.frame, &consumed);
     client->reply.request = 0;
     return 0;
 }

@@ -44,6 +44,11 @@ int ipc_frame_size(const uint8_t *data, size_t available, uint32_t max_length, s
         return IPC_ERR_LENGTH_TOO_SHORT;
     if (length > max_length)
         return IPC_ERR_LENGTH_TOO_LONG;
+#if SIZE_MAX <= UINT32_MAX
+    /* A 32-bit size_t: 4 + length must not wrap to a small frame. */
+    if (length > SIZE_MAX - IPC_LENGTH_FIELD_SIZE)
+        return IPC_ERR_LENGTH_TOO_LONG;
+#endif
     *frame_size = (size_t)IPC_LENGTH_FIELD_SIZE + length;
     return IPC_DECODED;
 }

@@ -4,6 +4,7 @@
 #include "socket_path.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,10 +66,16 @@ static int connect_one(const char *path)
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
-    int result;
-    do
+    int result = connect(fd, (const struct sockaddr *)&address, sizeof address);
+    /* A connect() cut short by a signal goes on in the kernel: asking again
+     * may find it done (EISCONN). */
+    bool interrupted = false;
+    while (result < 0 && errno == EINTR) {
+        interrupted = true;
         result = connect(fd, (const struct sockaddr *)&address, sizeof address);
-    while (result < 0 && errno == EINTR);
+    }
+    if (result < 0 && interrupted && errno == EISCONN)
+        result = 0;
     if (result < 0) {
         int saved = errno;
         close(fd);

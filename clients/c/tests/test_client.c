@@ -4,6 +4,8 @@
  * the daemon (reconnect, re-attach, the send in flight resolved from
  * SENT_SEQ, redelivered messages dropped, a lost ack repeated).
  */
+#include <dirent.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -245,6 +247,32 @@ static void refuses_an_oversize_frame_from_the_daemon(void)
     CHECK(fd == -1); /* a connection that sent garbage is not trusted again */
 }
 
+static void deliver_one_message(fake_daemon *daemon, void *context)
+{
+    (void)context;
+    if (!fake_connect(daemon, &first) || !fake_opened(daemon, &first, SESSION, 0, 0))
+        return;
+    fake_message(daemon, &first, SESSION, 1, "kept");
+    fake_expect_end(daemon, &first);
+    fake_close(&first);
+}
+
+static void a_message_outlives_its_client_and_a_second_release_is_harmless(void)
+{
+    fixture f;
+    CHECK(start_with_session(&f, deliver_one_message, NULL));
+    imagent_message message;
+    int received = imagent_receive(f.client, &message, 5000);
+    CHECK(finish(&f) == 0);
+    CHECK(f.opened == 0 && received == 0);
+    /* Under ASan, a payload freed with the client would fail here. */
+    CHECK(message.length == 4 && memcmp(message.payload, "kept", 4) == 0);
+    imagent_message_release(&message);
+    CHECK(message.payload == NULL && message.internal == NULL);
+    imagent_message_release(&message); /* frees nothing: the first release cleared it */
+    imagent_message_release(NULL);
+}
+
 /* ---- events and the event loop ---------------------------------------- */
 
 typedef struct seen_events {
@@ -361,21 +389,48 @@ static void count_survival(const imagent_event *event, void *user_data)
     seen->reconnected += event->type == IMAGENT_EVENT_RECONNECTED;
 }
 
+/* How many file descriptors the process has open. */
+static int open_fd_count(void)
+{
+    DIR *listing = opendir("/proc/self/fd");
+    if (!listing)
+        return -1;
+    int count = 0;
+    while (readdir(listing))
+        count++;
+    closedir(listing);
+    return count;
+}
+
+/* Whether fd is closed in a child after exec, and never blocks the program. */
+static bool close_on_exec_and_non_blocking(int fd)
+{
+    int descriptor_flags = fcntl(fd, F_GETFD);
+    int status_flags = fcntl(fd, F_GETFL);
+    return descriptor_flags >= 0 && (descriptor_flags & FD_CLOEXEC) && status_flags >= 0 &&
+           (status_flags & O_NONBLOCK);
+}
+
 static void resolve_send_in_flight(bool stored)
 {
+    int fds_before = open_fd_count();
     fixture f;
     CHECK(start(&f, lose_a_send_in_flight, &stored));
     survival_events seen = {0};
     imagent_set_event_callback(f.client, count_survival, &seen);
     uint64_t seq = 0;
     f.opened = imagent_open(f.client, "echo", &f.session);
+    bool first_socket_flags = close_on_exec_and_non_blocking(imagent_fd(f.client));
     int sent = imagent_send(f.client, f.session, "once", 4, &seq);
+    bool second_socket_flags = close_on_exec_and_non_blocking(imagent_fd(f.client));
     int pinged = imagent_ping(f.client);
     CHECK(finish(&f) == 0);
     CHECK(f.opened == 0);
     CHECK(sent == 0 && seq == 5);
     CHECK(pinged == 0);
     CHECK(seen.disconnected == 1 && seen.reconnected == 1);
+    CHECK(first_socket_flags && second_socket_flags);
+    CHECK(open_fd_count() == fds_before); /* the lost socket was closed, and the new one by imagent_free() */
 }
 
 static void returns_the_seq_of_a_send_in_flight_the_daemon_stored(void)
@@ -520,6 +575,7 @@ void run_client_tests(void)
     RUN(opens_sends_receives_acks_and_closes);
     RUN(maps_error_replies_and_unknown_codes);
     RUN(refuses_an_oversize_frame_from_the_daemon);
+    RUN(a_message_outlives_its_client_and_a_second_release_is_harmless);
     RUN(reports_events_and_works_from_an_event_loop);
     RUN(returns_the_seq_of_a_send_in_flight_the_daemon_stored);
     RUN(sends_again_a_send_in_flight_the_daemon_did_not_store);

@@ -17,7 +17,6 @@ after `feed` they write `take_outgoing()` and wake waiters.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import sys
@@ -336,7 +335,8 @@ class ClientCore:
     def welcome(self, frame: p.Frame) -> None:
         """Applies WELCOME (and asks for WATCH again when the program had asked for it)."""
         self.daemon_version = frame.text(p.DAEMON_VERSION, "")
-        self.max_payload = frame.optional_integer(p.MAX_PAYLOAD) or p.DEFAULT_MAX_PAYLOAD
+        announced = frame.optional_integer(p.MAX_PAYLOAD) or p.DEFAULT_MAX_PAYLOAD
+        self.max_payload = min(announced, p.MAX_PAYLOAD_CEILING)
         self.link_state = frame.optional_integer(p.LINK_STATE) or 0
         self.decoder.max_payload = self.max_payload
         if self.watching:  # its OK is not waited for
@@ -422,10 +422,9 @@ class ClientCore:
             return pending.reply
         if pending.error is not None:
             raise pending.error
-        if pending.lost or pending.generation != self.generation or not self.connected:
-            self.forget(pending)
-            return None
         self.forget(pending)
+        if pending.lost or pending.generation != self.generation or not self.connected:
+            return None
         raise pending.timed_out()
 
     def sent_to(self, pending: Pending) -> int:
@@ -438,16 +437,19 @@ class ClientCore:
         return reply.integer(p.SEQ)
 
     def _take_request_id(self) -> int:
-        request = self._next_request
-        self._next_request = request + 1 if request < 0xFFFFFFFF else 1  # never 0
-        return request
+        """The next u32 id above 0 that no request awaiting its reply holds."""
+        while True:
+            request = self._next_request
+            self._next_request = request + 1 if request < 0xFFFFFFFF else 1  # 0 is for events
+            if request not in self.pending:
+                return request
 
     def _register(self, pending: Pending) -> Pending:
         self.pending[pending.request] = pending
         return pending
 
     def forget(self, pending: Pending) -> None:
-        """A request whose caller stopped waiting (timeout): its reply will be ignored."""
+        """A request nobody waits for any more: its reply, if one comes, is ignored."""
         self.pending.pop(pending.request, None)
 
     def take_outgoing(self) -> bytes:
@@ -462,8 +464,7 @@ class ClientCore:
         """Records the program's ACK; returns the frame to write now, or None when the
         session is not attached on this connection (it is sent after the re-attach).
         Raises ClientClosed once the client is closed."""
-        if self.closed:
-            raise ClientClosed("the client is closed")
+        self.check_open()
         state = self.sessions.get(session)
         if state is None or seq <= state.program_acked:
             return None  # gone, or acknowledged already (ACK is cumulative)
@@ -518,7 +519,7 @@ class ClientCore:
             self.link_state = frame.integer(p.LINK_STATE)
             self.add_event(LinkStateEvent(self.link_state))
         elif op == p.EV_EVENT:
-            document = json.loads(frame.text(p.JSON))
+            document = frame.json_value()
             self.add_event(WatchEvent(document if isinstance(document, dict) else {"value": document}))
         # Any other op is a newer daemon's: skipped.
 
@@ -688,7 +689,7 @@ def checked_session_id(value: int) -> int:
 
 def json_result(frame: p.Frame) -> dict[str, Any]:
     """RESULT's JSON object."""
-    document = json.loads(frame.text(p.JSON))
+    document = frame.json_value()
     if not isinstance(document, dict):
         raise p.ProtocolError("RESULT's JSON is not an object")
     return document

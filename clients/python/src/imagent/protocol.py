@@ -17,7 +17,9 @@ as is a record running past its frame.
 
 from __future__ import annotations
 
+import json
 import struct
+from typing import Any
 
 # Requests
 HELLO = 0x0001
@@ -117,6 +119,9 @@ _NO_TAGS: frozenset[int] = frozenset()
 
 #: Until WELCOME says otherwise (imagent-ipc(7), LIMITS).
 DEFAULT_MAX_PAYLOAD = 1048576
+#: The largest MAX_PAYLOAD a daemon may announce (imagentd.toml(5), max_payload_bytes):
+#: a WELCOME above it cannot make the client buffer a larger frame.
+MAX_PAYLOAD_CEILING = 16777216
 #: A frame may exceed MAX_PAYLOAD by this much (the records around the payload).
 FRAME_OVERHEAD = 65536
 
@@ -166,6 +171,15 @@ class Frame:
                 raise ProtocolError(f"{OP_NAMES.get(self.op, hex(self.op))} without {TAG_NAMES.get(tag, hex(tag))}")
             return default
         return value.decode("utf-8")  # validated when decoded
+
+    def json_value(self) -> Any:
+        """The JSON record's value; ProtocolError when it is missing or not JSON."""
+        try:
+            return json.loads(self.text(JSON))
+        except RecursionError:  # nested deeper than the parser goes: not a ValueError
+            raise ProtocolError(f"{OP_NAMES.get(self.op, hex(self.op))}'s JSON is nested too deeply") from None
+        except json.JSONDecodeError as error:
+            raise ProtocolError(f"{OP_NAMES.get(self.op, hex(self.op))}'s JSON: {error}") from None
 
 
 # MARK: Encoding

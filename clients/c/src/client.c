@@ -160,7 +160,8 @@ static int end_session(imagent_client *client, uint16_t op, uint64_t session_id)
         return IMAGENT_ERR_INVALID_ARGUMENT;
     bool was_tracked = session_find(&client->sessions, session_id) != NULL;
     ipc_request end = {.op = op, .reply_op = IPC_OP_OK, .session = session_id};
-    int result = request_until_answered(client, &end, deadline_after(client->timeout_ms), closed_in_flight, &was_tracked);
+    int64_t deadline = deadline_after(client->timeout_ms);
+    int result = request_until_answered(client, &end, deadline, closed_in_flight, &was_tracked);
     if (result == REQUEST_SETTLED)
         return 0;
     request_release_reply(client);
@@ -181,8 +182,28 @@ int imagent_detach(imagent_client *client, uint64_t session_id)
 
 /* ---- sending ------------------------------------------------------------- */
 
-/* A SEND is not simply repeated: one lost with its connection may have been
- * stored. Re-attaching tells from SENT_SEQ (sessions.h). */
+/* What a SEND lost with its connection turned out to be. */
+#define SEND_AGAIN 1
+
+/* A SEND lost with its connection may have been stored: re-attaching tells
+ * from SENT_SEQ (sessions.h). 0 (stored as accepted_before + 1, put in *seq),
+ * SEND_AGAIN (not stored), or a negative code. */
+static int resolve_lost_send(imagent_client *client, uint64_t session_id, uint64_t accepted_before, int64_t deadline,
+                             uint64_t *seq)
+{
+    int result = ensure_connected(client, deadline);
+    if (result < 0)
+        return result;
+    session_state *session = session_find(&client->sessions, session_id);
+    if (!session)
+        return IMAGENT_ERR_SESSION_CLOSED;
+    if (!session_send_was_stored(session, accepted_before))
+        return SEND_AGAIN;
+    if (seq)
+        *seq = accepted_before + 1;
+    return 0;
+}
+
 int imagent_send_ttl(imagent_client *client, uint64_t session_id, const void *payload, size_t length,
                      uint32_t ttl_ms, uint64_t *seq)
 {
@@ -195,8 +216,8 @@ int imagent_send_ttl(imagent_client *client, uint64_t session_id, const void *pa
         int result = ensure_connected(client, deadline);
         if (result < 0)
             return result;
-        /* Checked against what this daemon accepts, before anything is
-         * buffered: length is a size_t, MAX_PAYLOAD a uint32_t. */
+        /* Checked against what this daemon accepts before anything is
+         * buffered (length is a size_t, MAX_PAYLOAD a uint32_t). */
         if (length > client->max_payload)
             return IMAGENT_ERR_PAYLOAD_TOO_LARGE;
         session_state *session = session_find(&client->sessions, session_id);
@@ -224,20 +245,12 @@ int imagent_send_ttl(imagent_client *client, uint64_t session_id, const void *pa
         }
         if (result != CONNECTION_LOST)
             return result;
+        /* Only a tracked session has a SENT_SEQ to tell from. */
         if (!tracked)
             return IMAGENT_ERR_OUTCOME_UNKNOWN;
-        result = ensure_connected(client, deadline);
-        if (result < 0)
+        result = resolve_lost_send(client, session_id, accepted_before, deadline, seq);
+        if (result != SEND_AGAIN)
             return result;
-        session = session_find(&client->sessions, session_id);
-        if (!session)
-            return IMAGENT_ERR_SESSION_CLOSED;
-        if (session_send_was_stored(session, accepted_before)) {
-            if (seq)
-                *seq = accepted_before + 1;
-            return 0;
-        }
-        /* Not stored: send it again. */
     }
 }
 

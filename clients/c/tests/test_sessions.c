@@ -24,68 +24,60 @@ static void tracks_and_forgets_sessions(void)
 
 static void drops_messages_the_program_has_already(void)
 {
-    session_table table = {0};
-    session_state *session = session_track(&table, 1);
-    CHECK(session_attached(session, 0, 0) == 0);
-    CHECK(session_on_message(session, 1, true) == MESSAGE_QUEUE);
-    session_handed(session, 1);
-    CHECK(session_on_message(session, 2, true) == MESSAGE_QUEUE);
-    session_handed(session, 2);
+    session_state session = {.id = 1}; /* as session_track() adds it */
+    CHECK(session_attached(&session, 0, 0) == 0);
+    CHECK(session_on_message(&session, 1, true) == MESSAGE_QUEUE);
+    session_handed(&session, 1);
+    CHECK(session_on_message(&session, 2, true) == MESSAGE_QUEUE);
+    session_handed(&session, 2);
     /* The daemon restarts; nothing was acked: it delivers 1 and 2 again. */
-    CHECK(session_attached(session, 0, 0) == 0);
-    CHECK(session_on_message(session, 1, true) == MESSAGE_ALREADY_HANDED);
-    CHECK(session_on_message(session, 2, true) == MESSAGE_ALREADY_HANDED);
-    CHECK(session_on_message(session, 3, true) == MESSAGE_QUEUE);
+    CHECK(session_attached(&session, 0, 0) == 0);
+    CHECK(session_on_message(&session, 1, true) == MESSAGE_ALREADY_HANDED);
+    CHECK(session_on_message(&session, 2, true) == MESSAGE_ALREADY_HANDED);
+    CHECK(session_on_message(&session, 3, true) == MESSAGE_QUEUE);
     /* Untracked sessions have nothing to compare with. */
     CHECK(session_on_message(NULL, 1, false) == MESSAGE_QUEUE);
-    session_table_free(&table);
 }
 
 static void holds_back_the_rest_after_an_overflow_until_reattached(void)
 {
-    session_table table = {0};
-    session_state *session = session_track(&table, 1);
-    session_attached(session, 0, 0);
-    session_handed(session, 1);
-    CHECK(session_on_message(session, 2, false) == MESSAGE_OVERFLOW);
-    CHECK(session->overflowed);
-    CHECK(session_on_message(session, 3, true) == MESSAGE_HELD_BACK); /* or 3 would overtake 2 */
-    CHECK(session_attached(session, 0, 1) == 0);
-    CHECK(!session->overflowed);
-    CHECK(session_on_message(session, 2, true) == MESSAGE_QUEUE);
-    session_table_free(&table);
+    session_state session = {.id = 1};
+    session_attached(&session, 0, 0);
+    session_handed(&session, 1);
+    CHECK(session_on_message(&session, 2, false) == MESSAGE_OVERFLOW);
+    CHECK(session.overflowed);
+    CHECK(session_on_message(&session, 3, true) == MESSAGE_HELD_BACK); /* or 3 would overtake 2 */
+    CHECK(session_attached(&session, 0, 1) == 0);
+    CHECK(!session.overflowed);
+    CHECK(session_on_message(&session, 2, true) == MESSAGE_QUEUE);
 }
 
 static void repeats_an_ack_the_daemon_lost(void)
 {
-    session_table table = {0};
-    session_state *session = session_track(&table, 1);
-    session_attached(session, 0, 0);
-    session_handed(session, 5);
-    session_acknowledged(session, 5);
-    session_acknowledged(session, 3); /* acks are cumulative: an older one changes nothing */
-    CHECK(session->acked_seq == 5);
-    CHECK(session_attached(session, 0, 2) == 5); /* the daemon has 2: say 5 again */
-    CHECK(session_attached(session, 0, 5) == 0); /* it has 5 */
-    CHECK(session_attached(session, 0, 8) == 0 && session->acked_seq == 8 && session->handed_seq == 8);
-    session_table_free(&table);
+    session_state session = {.id = 1};
+    session_attached(&session, 0, 0);
+    session_handed(&session, 5);
+    session_acknowledged(&session, 5);
+    session_acknowledged(&session, 3); /* acks are cumulative: an older one changes nothing */
+    CHECK(session.acked_seq == 5);
+    CHECK(session_attached(&session, 0, 2) == 5); /* the daemon has 2: say 5 again */
+    CHECK(session_attached(&session, 0, 5) == 0); /* it has 5 */
+    CHECK(session_attached(&session, 0, 8) == 0 && session.acked_seq == 8 && session.handed_seq == 8);
 }
 
 static void resolves_a_send_in_flight_from_sent_seq(void)
 {
-    session_table table = {0};
-    session_state *session = session_track(&table, 1);
-    session_attached(session, 4, 0);
-    uint64_t before = session->accepted_seq;
+    session_state session = {.id = 1};
+    session_attached(&session, 4, 0);
+    uint64_t before = session.accepted_seq;
     CHECK(before == 4);
-    session_attached(session, 4, 0); /* not stored */
-    CHECK(!session_send_was_stored(session, before));
-    session_attached(session, 5, 0); /* stored: its seq is 5 */
-    CHECK(session_send_was_stored(session, before));
-    session_accepted(session, 3); /* a late ACCEPTED never lowers it */
-    session_accepted(NULL, 9);    /* nor does one of an untracked session matter */
-    CHECK(session->accepted_seq == 5);
-    session_table_free(&table);
+    session_attached(&session, 4, 0); /* not stored */
+    CHECK(!session_send_was_stored(&session, before));
+    session_attached(&session, 5, 0); /* stored: its seq is 5 */
+    CHECK(session_send_was_stored(&session, before));
+    session_accepted(&session, 3); /* a late ACCEPTED never lowers it */
+    session_accepted(NULL, 9); /* nor does one of an untracked session matter */
+    CHECK(session.accepted_seq == 5);
 }
 
 void run_session_tests(void)

@@ -25,8 +25,8 @@ from typing import Any
 
 from . import protocol as p
 from .core import (
-    DEFAULT_TIMEOUT, ClientBase, Event, Message, Pending, Release, SendInFlight, SessionBase, SessionState, backoff,
-    checked_session_id, deadline_after, json_result, program_name, remaining, ttl_milliseconds,
+    DEFAULT_TIMEOUT, FAILING_CONNECTION_READ_LIMIT, ClientBase, Event, Message, Pending, Release, SendInFlight,
+    SessionBase, SessionState, backoff, checked_session_id, deadline_after, json_result, program_name, remaining, ttl_milliseconds,
 )
 from .errors import ClientClosed, DaemonUnavailable, TimedOut, VersionUnsupported
 from .paths import open_socket, resolve_socket
@@ -44,14 +44,16 @@ class _Protocol(asyncio.Protocol):
         self.sock = sock
 
     def data_received(self, data: bytes) -> None:
-        self.client._data(self.generation, data)
+        self.client._bytes_received(self.generation, data)
 
     def connection_lost(self, exc: Exception | None) -> None:
         # A write that failed closes the transport before it read what the daemon
         # said last (an ERROR such as LIMIT_REACHED): the socket is still open here.
+        left = FAILING_CONNECTION_READ_LIMIT
         try:
-            while data := self.sock.recv(65536):
-                self.client._data(self.generation, data)
+            while left > 0 and (data := self.sock.recv(65536)):
+                left -= len(data)
+                self.client._bytes_received(self.generation, data)
         except OSError:
             pass
         self.client._lost(self.generation, str(exc) if exc else "imagentd closed the connection")
@@ -308,6 +310,7 @@ class Client(ClientBase):
         try:
             transport, _ = await self._loop.create_unix_connection(lambda: _Protocol(self, generation, sock), sock=sock)
         except OSError as error:
+            sock.close()
             core.connection_lost(str(error))
             raise
         if generation != core.generation or transport.is_closing():
@@ -360,10 +363,10 @@ class Client(ClientBase):
 
     # MARK: Protocol callbacks
 
-    def _data(self, generation: int, data: bytes) -> None:
+    def _bytes_received(self, generation: int, data: bytes) -> None:
         core = self._core
-        if generation != core.generation:
-            return
+        if generation != core.generation or not core.connected:
+            return  # the rest of a connection already dropped
         try:
             core.feed(data)
         except ValueError as error:  # ProtocolError, bad UTF-8 or JSON
@@ -387,6 +390,7 @@ class Client(ClientBase):
             transport.pause_reading()
 
     def _lost(self, generation: int, reason: str) -> None:
+        """Connection `generation` failed: dropped, unless a newer one replaced it."""
         if generation == self._core.generation:
             self._drop(reason)
 

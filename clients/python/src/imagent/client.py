@@ -20,8 +20,8 @@ from typing import Any
 
 from . import protocol as p
 from .core import (
-    DEFAULT_TIMEOUT, ClientBase, Event, Message, Pending, Release, SendInFlight, SessionBase, SessionState, backoff,
-    checked_session_id, deadline_after, json_result, passed, program_name, remaining, ttl_milliseconds,
+    DEFAULT_TIMEOUT, FAILING_CONNECTION_READ_LIMIT, ClientBase, Event, Message, Pending, Release, SendInFlight,
+    SessionBase, SessionState, backoff, checked_session_id, deadline_after, json_result, passed, program_name, remaining, ttl_milliseconds,
 )
 from .errors import ClientClosed, DaemonUnavailable, TimedOut, VersionUnsupported
 from .paths import open_socket, resolve_socket
@@ -438,9 +438,9 @@ class Client(ClientBase):
                 timeout = remaining(deadline)
                 for _, flags in poller.poll(None if timeout is None else int(timeout * 1000) + 1):
                     if flags & select.POLLIN:
-                        self._read_now(sock)
+                        self._read_during_write(sock)
 
-    def _read_now(self, sock: socket_module.socket) -> None:
+    def _read_during_write(self, sock: socket_module.socket) -> None:
         try:
             count = sock.recv_into(self._buffer)
         except BlockingIOError:
@@ -464,18 +464,21 @@ class Client(ClientBase):
             self._cond.notify_all()
 
     def _drain(self) -> None:
-        """Reads what is left on a failing connection, without waiting."""
+        """Reads what is left on a failing connection, without waiting (and not for ever)."""
         sock = self._sock
+        left = FAILING_CONNECTION_READ_LIMIT
         try:
-            while sock is not None and not self._reading:
+            while sock is not None and not self._reading and left > 0:
                 count = sock.recv_into(self._buffer)
                 if count == 0:
                     return
+                left -= count
                 self._core.feed(self._view[:count])
         except (OSError, ValueError):
             return
 
     def _lost(self, generation: int, reason: str) -> None:
+        """Connection `generation` failed: dropped, unless a newer one replaced it."""
         if generation == self._core.generation:
             self._drop(reason)
 

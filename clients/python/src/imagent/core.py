@@ -44,6 +44,11 @@ SESSION_CLOSED_STATE = 4
 #: Refusals of an attach after which the session cannot be attached again.
 FATAL_ATTACH_ERRORS = (SessionClosed, UnknownSession, PermissionDenied)
 
+#: At most this much is read from a connection that failed, for what the daemon
+#: said last (an ERROR such as LIMIT_REACHED): a daemon still writing cannot keep
+#: a client reading it.
+FAILING_CONNECTION_READ_LIMIT = 1024 * 1024
+
 #: Reconnect delays before attempt n (seconds), then `BACKOFF_CAP`; each is
 #: scaled by a random factor in [0.5, 1] so that clients of a restarted daemon
 #: do not all come back at once.
@@ -329,10 +334,10 @@ class ClientCore:
             self.refusal = self.last_unsolicited_error  # LIMIT_REACHED at accept comes with request 0
             reason = f" ({self.last_unsolicited_error})" if self.last_unsolicited_error is not None else ""
             return f"the connection closed during HELLO{reason}"
-        self.welcome(welcome)
+        self._welcome(welcome)
         return ""
 
-    def welcome(self, frame: p.Frame) -> None:
+    def _welcome(self, frame: p.Frame) -> None:
         """Applies WELCOME (and asks for WATCH again when the program had asked for it)."""
         self.daemon_version = frame.text(p.DAEMON_VERSION, "")
         announced = frame.optional_integer(p.MAX_PAYLOAD) or p.DEFAULT_MAX_PAYLOAD
@@ -496,12 +501,12 @@ class ClientCore:
             if pending is None:
                 return
             if op == p.ERROR:
-                pending.error = ipc_error(frame.integer(p.CODE), frame.text(p.MESSAGE, ""))
+                pending.error = _error_of(frame)
             else:
                 pending.reply = frame
             pending.wake()
         elif op == p.ERROR:
-            error = ipc_error(frame.integer(p.CODE), frame.text(p.MESSAGE, ""))
+            error = _error_of(frame)
             self.last_unsolicited_error = error
             self.add_event(ErrorEvent(error))
         elif op == p.EV_ACKED:
@@ -511,7 +516,7 @@ class ClientCore:
                 state.acked_seq = max(state.acked_seq, seq)
             self.add_event(AckedEvent(session, seq))
         elif op == p.EV_EXPIRED:
-            error = ipc_error(frame.integer(p.CODE), frame.text(p.MESSAGE, ""))
+            error = _error_of(frame)
             self.add_event(ExpiredEvent(frame.integer(p.SESSION), frame.integer(p.SEQ), error))
         elif op == p.EV_SESSION_STATE:
             self._session_state(frame)
@@ -674,6 +679,11 @@ class SessionBase:
 
     def __repr__(self) -> str:
         return f"Session(id={self.id})"
+
+
+def _error_of(frame: p.Frame) -> IPCError:
+    """The exception for an ERROR's (or EXPIRED's) CODE and MESSAGE."""
+    return ipc_error(frame.integer(p.CODE), frame.text(p.MESSAGE, ""))
 
 
 def _no_ack(session: int, seq: int) -> None:

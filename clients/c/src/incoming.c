@@ -27,13 +27,14 @@ static bool goal_met(const imagent_client *client, read_goal goal)
     return !queue_below(client, IMAGENT_QUEUE_SOFT_MESSAGES, IMAGENT_QUEUE_SOFT_BYTES);
 }
 
-/* The MESSAGE record as NUL-terminated text, cut to fit `size`. */
+/* The MESSAGE record as NUL-terminated text, cut to fit `size` where the
+ * cut leaves whole UTF-8 sequences. */
 static const char *message_text(const ipc_frame *frame, char *text, size_t size)
 {
     ipc_bytes bytes = ipc_frame_bytes(frame, IPC_TAG_MESSAGE);
     if (!bytes.data)
         return NULL;
-    size_t length = bytes.length < size - 1 ? bytes.length : size - 1;
+    size_t length = ipc_utf8_prefix_length((const char *)bytes.data, bytes.length, size - 1);
     memcpy(text, bytes.data, length);
     text[length] = '\0';
     return text;

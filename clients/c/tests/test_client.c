@@ -279,6 +279,7 @@ typedef struct seen_events {
     int link_state;
     uint64_t acked_seq;
     int expired_code;
+    size_t expired_text_length;
     int count;
 } seen_events;
 
@@ -290,8 +291,10 @@ static void remember_event(const imagent_event *event, void *user_data)
         seen->link_state = event->state;
     if (event->type == IMAGENT_EVENT_ACKED)
         seen->acked_seq = event->seq;
-    if (event->type == IMAGENT_EVENT_EXPIRED)
+    if (event->type == IMAGENT_EVENT_EXPIRED) {
         seen->expired_code = event->code;
+        seen->expired_text_length = event->message ? strlen(event->message) : 0;
+    }
 }
 
 static void events_then_a_message(fake_daemon *daemon, void *context)
@@ -312,6 +315,10 @@ static void events_then_a_message(fake_daemon *daemon, void *context)
     ipc_put_u64(&event, IPC_TAG_SESSION, SESSION);
     ipc_put_u64(&event, IPC_TAG_SEQ, 4);
     ipc_put_u16(&event, IPC_TAG_CODE, 13);
+    char long_text[600];
+    memset(long_text, 'a', sizeof long_text);
+    memcpy(long_text + 510, "\xc3\xa9", 2); /* é on bytes 510-511: the 511 the event text holds would split it */
+    ipc_put_bytes(&event, IPC_TAG_MESSAGE, long_text, sizeof long_text);
     fake_write(daemon, &first, &event);
     ipc_frame_begin(&event, 0x9077, 0); /* an event of a newer daemon */
     fake_write(daemon, &first, &event);
@@ -347,6 +354,7 @@ static void reports_events_and_works_from_an_event_loop(void)
     CHECK(seen.link_state == IMAGENT_LINK_DISCONNECTED);
     CHECK(seen.acked_seq == 3);
     CHECK(seen.expired_code == IMAGENT_ERR_EXPIRED);
+    CHECK(seen.expired_text_length == 510); /* cut before the é, not inside it */
     CHECK(seen.count == 3);
     CHECK(later && acked == 0);
 }

@@ -24,6 +24,7 @@ void run_test(const char *name, test_function test);
 #define RUN(test) run_test(#test, test)
 
 void run_frame_tests(void);
+void run_connection_tests(void);
 void run_session_tests(void);
 void run_client_tests(void);
 

@@ -27,6 +27,7 @@ void run_test(const char *name, test_function test)
 int main(void)
 {
     run_frame_tests();
+    run_connection_tests();
     run_session_tests();
     run_client_tests();
     printf("%d passed, %d failed\n", passed, failed);

@@ -124,6 +124,15 @@ class CoreTests(unittest.TestCase):
         self.assertIn("LIMIT_REACHED", self.core.hello_answered(hello))
         self.assertIsInstance(self.core.unreachable("/x", "refused"), imagent.LimitReached)
 
+    def test_a_session_opened_for_a_caller_that_gave_up_is_not_held(self) -> None:
+        self.connect()
+        pending = self.core.request(p.OPEN, p.open_records("echo", None, None))
+        with self.assertRaises(imagent.TimedOut):
+            self.core.outcome(pending)  # its caller gives up
+        self.core.feed(opened(pending.request) + message(1))
+        self.assertEqual(self.core.sessions, {})
+        self.assertEqual(self.core.queued, 0)
+
     def test_request_ids_skip_those_still_awaiting_a_reply(self) -> None:
         self.connect()
         waiting = self.core.request(p.PING)

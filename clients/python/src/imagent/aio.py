@@ -249,7 +249,11 @@ class Client(ClientBase):
         transport.write(pending.frame)
         if self._paused:
             self._resume()  # the reply may be behind the messages held back
-        await _wait(done, deadline)
+        try:
+            await _wait(done, deadline)
+        except asyncio.CancelledError:
+            self._core.forget(pending)  # a reply that comes after is ignored
+            raise
 
     # MARK: The connection
 

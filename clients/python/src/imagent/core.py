@@ -490,14 +490,15 @@ class ClientCore:
         if op == p.EV_MESSAGE:
             self._message(frame)
         elif frame.request != 0:
-            # Also for a request whose caller stopped waiting: what it did is kept.
+            pending = self.pending.pop(frame.request, None)
+            # Also for a request whose caller stopped waiting: what it did to a
+            # session the program holds is kept.
             if op == p.OPENED:
-                self._opened(frame)
+                self._opened(frame, awaited=pending is not None)
             elif op == p.ACCEPTED:
                 state = self.sessions.get(frame.integer(p.SESSION))
                 if state is not None:
                     state.last_accepted = max(state.last_accepted, frame.integer(p.SEQ))
-            pending = self.pending.pop(frame.request, None)
             if pending is None:
                 return
             if op == p.ERROR:
@@ -546,10 +547,14 @@ class ClientCore:
         state.queue.append(Message(session, seq, payload, self.ack_callback))
         self.queued += 1
 
-    def _opened(self, frame: p.Frame) -> None:
+    def _opened(self, frame: p.Frame, awaited: bool) -> None:
         session = frame.integer(p.SESSION)
         state = self.sessions.get(session)
         if state is None:
+            if not awaited:
+                # An open() or attach() that gave up: the program never gets this
+                # session, so it is not held, queued for or re-attached here.
+                return
             state = self.sessions[session] = SessionState(session)
         state.attached_generation = self.generation
         state.state = frame.integer(p.SESSION_STATE)

@@ -5,8 +5,9 @@ import Testing
 /// The client conformance suite (issue 25, clients/conformance/README.md): every client library's
 /// driver runs each scenario against a real `imagentd` and `imagent-refserver`, one new pair per
 /// scenario; the harness causes the faults and checks the driver's report. A driver that is not
-/// built fails its tests. One at a time: the 10,000-message stream and the 1,000 sessions are
-/// load enough on their own.
+/// built fails its tests; clients/conformance/README.md says what is checked. One at a time: the
+/// 10,000-message streams and the 1,000 sessions are load enough on their own (scripts/test runs
+/// the suite apart, after the main step, with the load tests).
 @Suite(.serialized, .timeLimit(.minutes(5)))
 struct ConformanceTests {
     static let nobody: UInt32 = 65534

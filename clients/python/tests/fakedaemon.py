@@ -88,7 +88,8 @@ class FakeDaemon:
 
     def fault(self, op: int, action: str) -> None:
         """The next request `op` gets `action`: "drop-before-store", "drop-after-store",
-        "store-silent" (SEND), "error:CODE", or "silent" (no reply, nothing done)."""
+        "store-silent" (SEND), "error:CODE", "silent" (no reply, nothing done),
+        "drop" (the connection closed, nothing done) or "answer-then-drop"."""
         with self.lock:
             self.faults.append((op, action))
 
@@ -183,6 +184,8 @@ class FakeDaemon:
                 self.faults.remove((op, action))
             if action == "silent":
                 return True
+            if action == "drop":
+                return False
             if action and action.startswith("error:"):
                 self._write(connection, self._error(request, int(action[6:]), "injected"))
                 return True
@@ -253,7 +256,7 @@ class FakeDaemon:
                 reply = self._error(request, 1, "unknown op")
         if reply is not None:
             self._write(connection, reply + b"".join(after))
-        return True
+        return action != "answer-then-drop"
 
 
 def wait_until(condition: "object", timeout: float = 5.0) -> bool:

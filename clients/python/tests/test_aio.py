@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import threading
+import time
 import unittest
 
 from fakedaemon import FakeDaemon, wait_until
@@ -57,6 +58,15 @@ class AioTestCase(unittest.IsolatedAsyncioTestCase):
             await self.client.status(timeout=0.1)
         with self.assertRaises(imagent.UnknownSession):
             await self.client.attach(999)
+
+    async def test_a_daemon_that_keeps_dropping_the_request_does_not_outlast_the_timeout(self) -> None:
+        self.daemon.fault(p.STATUS, "drop")
+        for _ in range(100000):  # each reconnect then dies before the request is written
+            self.daemon.fault(p.HELLO, "answer-then-drop")
+        start = time.monotonic()
+        with self.assertRaises((imagent.DaemonUnavailable, imagent.TimedOut)):
+            await self.client.status(timeout=0.3)
+        self.assertLess(time.monotonic() - start, 0.3 + 1.5)
 
     async def test_a_send_stored_before_the_connection_dropped_returns_sent_seq(self) -> None:
         session = await self.client.open("sink")

@@ -74,6 +74,15 @@ class RequestTests(ClientTestCase):
             self.client.status(timeout=0.2)
         self.assertEqual(self.client.status()["link"]["state"], "connected")
 
+    def test_a_daemon_that_keeps_dropping_the_request_does_not_outlast_the_timeout(self) -> None:
+        self.daemon.fault(p.STATUS, "drop")
+        for _ in range(100000):  # each reconnect then dies before the request is written
+            self.daemon.fault(p.HELLO, "answer-then-drop")
+        start = time.monotonic()
+        with self.assertRaises((imagent.DaemonUnavailable, imagent.TimedOut)):
+            self.client.status(timeout=0.3)
+        self.assertLess(time.monotonic() - start, 0.3 + 1.5)  # the grace of one handshake at most
+
     def test_attach_unknown_session(self) -> None:
         with self.assertRaises(imagent.UnknownSession):
             self.client.attach(12345)

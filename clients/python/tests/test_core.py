@@ -133,6 +133,12 @@ class CoreTests(unittest.TestCase):
         self.assertEqual(self.core.sessions, {})
         self.assertEqual(self.core.queued, 0)
 
+    def test_a_request_above_the_frame_limit_is_refused_before_it_is_sent(self) -> None:
+        self.connect()
+        with self.assertRaises(imagent.PayloadTooLarge):
+            self.core.request(p.OPEN, p.open_records("x" * (4096 + p.FRAME_OVERHEAD), None, None))
+        self.assertEqual(self.core.pending, {})
+
     def test_request_ids_skip_those_still_awaiting_a_reply(self) -> None:
         self.connect()
         waiting = self.core.request(p.PING)

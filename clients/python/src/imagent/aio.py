@@ -26,7 +26,7 @@ from typing import Any
 from . import protocol as p
 from .core import (
     DEFAULT_TIMEOUT, FAILING_CONNECTION_READ_LIMIT, ClientBase, Event, Message, Pending, Release, SendInFlight,
-    SessionBase, SessionState, backoff, checked_session_id, deadline_after, json_result, program_name, remaining, ttl_milliseconds,
+    SessionBase, SessionState, backoff, checked_session_id, retry_allowed, deadline_after, json_result, program_name, remaining, ttl_milliseconds,
 )
 from .errors import ClientClosed, DaemonUnavailable, TimedOut, VersionUnsupported
 from .paths import open_socket, resolve_socket
@@ -183,6 +183,7 @@ class Client(ClientBase):
             seq = sending.stored_seq()
             if seq is not None:
                 return seq
+            retry_allowed(self.path, deadline)
 
     async def _receive(self, state: SessionState, timeout: float | None) -> Message | None:
         deadline = deadline_after(timeout)
@@ -214,6 +215,7 @@ class Client(ClientBase):
                 await self._await_reply(pending, deadline)
                 if release.finished(self._core, pending):
                     return
+                retry_allowed(self.path, deadline)
         finally:
             self._core.forget_session(state.id)
             self._wake_sessions()
@@ -233,6 +235,7 @@ class Client(ClientBase):
             reply = await self._exchange(self._core.request(op, records), deadline)
             if reply is not None:
                 return reply
+            retry_allowed(self.path, deadline)
 
     async def _exchange(self, pending: Pending, deadline: float | None) -> p.Frame | None:
         """The reply, or None when the connection was lost; raises its ERROR, or TimedOut."""
@@ -267,6 +270,8 @@ class Client(ClientBase):
             pending = self._core.attach_request(state)
             await self._await_reply(pending, deadline)
             self._core.attach_answered(state, pending)
+            if self._core.needs_attach(state):
+                retry_allowed(self.path, deadline)
 
     async def _connection(self, deadline: float | None, attempts: int | None = None) -> None:
         """Returns once a connection is up (HELLO answered, sessions re-attached); one

@@ -21,7 +21,7 @@ from typing import Any
 from . import protocol as p
 from .core import (
     DEFAULT_TIMEOUT, FAILING_CONNECTION_READ_LIMIT, ClientBase, Event, Message, Pending, Release, SendInFlight,
-    SessionBase, SessionState, backoff, checked_session_id, deadline_after, json_result, passed, program_name, remaining, ttl_milliseconds,
+    SessionBase, SessionState, backoff, checked_session_id, retry_allowed, deadline_after, json_result, passed, program_name, remaining, ttl_milliseconds,
 )
 from .errors import ClientClosed, DaemonUnavailable, TimedOut, VersionUnsupported
 from .paths import open_socket, resolve_socket
@@ -177,6 +177,7 @@ class Client(ClientBase):
                 seq = sending.stored_seq()
                 if seq is not None:
                     return seq
+                retry_allowed(self.path, deadline)
 
     def _receive(self, state: SessionState, timeout: float | None) -> Message | None:
         core = self._core
@@ -205,6 +206,7 @@ class Client(ClientBase):
                     self._await_reply(pending, deadline)
                     if release.finished(self._core, pending):
                         return
+                    retry_allowed(self.path, deadline)
             finally:
                 self._core.forget_session(state.id)
 
@@ -229,6 +231,7 @@ class Client(ClientBase):
                 reply = self._exchange(self._core.request(op, records), deadline)
                 if reply is not None:
                     return reply
+                retry_allowed(self.path, deadline)
 
     def _exchange(self, pending: Pending, deadline: float | None) -> p.Frame | None:
         """The reply, or None when the connection was lost; raises its ERROR, or TimedOut."""
@@ -263,6 +266,8 @@ class Client(ClientBase):
             pending = core.attach_request(state)
             self._await_reply(pending, deadline)
             core.attach_answered(state, pending)
+            if core.needs_attach(state):
+                retry_allowed(self.path, deadline)
 
     def _connection(self, deadline: float | None, attempts: int | None = None) -> None:
         """With the lock held: returns once a connection is up (HELLO answered, sessions

@@ -410,7 +410,11 @@ class ClientCore:
     # MARK: Requests
 
     def request(self, op: int, records: bytes = b"") -> Pending:
-        """A request with a fresh id, awaiting its reply on this connection."""
+        """A request with a fresh id, awaiting its reply on this connection. Raises
+        PayloadTooLarge for a frame the daemon would refuse by its length alone (it
+        would close the connection, and the request would be made again on the next)."""
+        if 6 + len(records) > self.max_payload + p.FRAME_OVERHEAD:
+            raise PayloadTooLarge(f"a request of {6 + len(records)} bytes, above the daemon's frame limit")
         request = self._take_request_id()
         return self._register(Pending(op, request, self.generation, p.encode(op, request, records)))
 
@@ -719,6 +723,15 @@ def ttl_milliseconds(ttl: float | None) -> int | None:
 def program_name() -> str:
     """The default CLIENT_NAME: the program's file name."""
     return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"
+
+
+def retry_allowed(path: str, deadline: float | None) -> None:
+    """Before a request lost with its connection is made again: raises
+    DaemonUnavailable once the call's time is up. (A reconnect gets a grace for
+    its handshake, so without this a daemon that keeps closing the connection
+    would keep a call going past its timeout.)"""
+    if passed(deadline):
+        raise DaemonUnavailable(f"imagentd at {path} went away and was not back in time")
 
 
 def deadline_after(timeout: float | None) -> float | None:

@@ -21,7 +21,8 @@ from typing import Any
 from . import protocol as p
 from .core import (
     DEFAULT_TIMEOUT, FAILING_CONNECTION_READ_LIMIT, ClientBase, Event, Message, Pending, Release, SendInFlight,
-    SessionBase, SessionState, backoff, checked_session_id, retry_allowed, deadline_after, json_result, passed, program_name, remaining, ttl_milliseconds,
+    SessionBase, SessionState, backoff, checked_session_id, deadline_after, json_result, passed, program_name,
+    remaining, retry_allowed, ttl_milliseconds,
 )
 from .errors import ClientClosed, DaemonUnavailable, TimedOut, VersionUnsupported
 from .paths import open_socket, resolve_socket

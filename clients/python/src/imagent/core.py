@@ -8,11 +8,12 @@ received; the highest seq the program acknowledged, sent again after a
 re-attach), and queues received messages and events. It also decides what a
 reply means: `outcome` (the reply, its ERROR raised, lost, or timed out),
 `hello_answered`, `attach_answered` and `reattached` (which refusals end a
-session), `SendInFlight.stored_seq` (a lost SEND settled by SENT_SEQ) and
-`Release.finished` (a lost CLOSE). The clients move bytes, wait and reconnect:
-they write what the core builds, wait until a request is `done`, the
-connection is gone or the time is up, and then ask the core what it came to;
-after `feed` they write `take_outgoing()` and wake waiters.
+session), `SendInFlight.stored_seq` (a lost SEND settled by SENT_SEQ),
+`Release.finished` (a lost CLOSE) and `retry_allowed` (a lost request made
+again while the call's time lasts). The clients move bytes, wait and
+reconnect: they write what the core builds, wait until a request is `done`,
+the connection is gone or the time is up, and then ask the core what it came
+to; after `feed` they write `take_outgoing()` and wake waiters.
 """
 
 from __future__ import annotations
@@ -420,7 +421,8 @@ class ClientCore:
 
     def send_request(self, session: int, payload: bytes, ttl_ms: int | None) -> Pending:
         request = self._take_request_id()
-        return self._register(Pending(p.SEND, request, self.generation, p.send_frame(request, session, payload, ttl_ms)))
+        frame = p.send_frame(request, session, payload, ttl_ms)
+        return self._register(Pending(p.SEND, request, self.generation, frame))
 
     def outcome(self, pending: Pending) -> p.Frame | None:
         """What a request came to once its caller stopped waiting (it is done, its

@@ -68,6 +68,17 @@ func errorName(_ error: any Error) -> String {
     }
 }
 
+/// The error an event reports (a message given up, a session failed or closed, an ERROR), if any.
+func errorName(of event: IPCEvent) -> String? {
+    switch event {
+    case .expired(let expired): "\(expired.code)"
+    case .error(let reply): "\(reply.code)"
+    case .sessionState(let change) where change.state == .failed || change.state == .closed:
+        change.code.map { "\($0)" } ?? "SESSION_\(change.state)".uppercased()
+    case .message, .acked, .sessionState, .linkState, .watch: nil
+    }
+}
+
 /// The connection was lost: a program connects again, the daemon's store has kept everything.
 func isConnectionLoss(_ error: any Error) -> Bool {
     errorName(error) == "DAEMON_UNAVAILABLE"

@@ -172,14 +172,8 @@ final class StreamScenario: Sendable {
                     }
                 }
                 if done { return }
-            case .expired(let expired):
-                state.withLock { $0.errors.count("\(expired.code)") }
-            case .sessionState(let change) where change.state == .failed || change.state == .closed:
-                state.withLock { $0.errors.count(change.code.map { "\($0)" } ?? "SESSION_\(change.state)".uppercased()) }
-            case .error(let reply):
-                state.withLock { $0.errors.count("\(reply.code)") }
-            case .acked, .sessionState, .linkState, .watch:
-                break
+            default:
+                if let name = errorName(of: event) { state.withLock { $0.errors.count(name) } }
             }
         }
         throw IPCClientError.connectionLost(reason: "the events ended")

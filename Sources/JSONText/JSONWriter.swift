@@ -77,6 +77,14 @@ public struct JSONWriter: Sendable {
         return "\(sign)\(magnitude / 1000).\(digits)"
     }
 
+    /// U+2028, U+2029 and the bidirectional controls (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069).
+    private static func isInvisibleControl(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x061C, 0x200E, 0x200F, 0x2028, 0x2029, 0x202A...0x202E, 0x2066...0x2069: true
+        default: false
+        }
+    }
+
     public static func quoted(_ string: String) -> String {
         var result = "\""
         for scalar in string.unicodeScalars {
@@ -86,7 +94,10 @@ public struct JSONWriter: Sendable {
             case "\n": result += "\\n"
             case "\r": result += "\\r"
             case "\t": result += "\\t"
-            case _ where scalar.value < 0x20:
+            // JSON requires U+0000–U+001F escaped, and allows any other: DEL, the C1 controls,
+            // U+2028/2029 and the bidirectional controls are too, so a document shown on a
+            // terminal carries nothing a terminal acts on (imagent's TerminalText, for humans).
+            case _ where scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || Self.isInvisibleControl(scalar):
                 let hex = String(scalar.value, radix: 16)
                 result += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
             default: result.unicodeScalars.append(scalar)

@@ -47,7 +47,7 @@ indirect enum JSONValue: Hashable, Sendable {
         case .null: "-"
         case .bool(let value): value ? "yes" : "no"
         case .number(let text): text
-        case .string(let text): text.isEmpty ? "-" : text
+        case .string(let text): text.isEmpty ? "-" : TerminalText.escaped(text)
         case .array, .object: compactText
         }
     }

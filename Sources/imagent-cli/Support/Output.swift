@@ -10,14 +10,15 @@ import Darwin
 enum Output {
     /// One line of results. Flushed at once, because `watch` and `listen`
     /// are read live through pipes, where stdout is otherwise block-buffered.
+    /// Controls in it are escaped (`TerminalText`): it may carry daemon text.
     static func line(_ text: String) {
-        print(text)
+        print(TerminalText.escapedLines(text))
         flush()
     }
 
     /// Several lines of results.
     static func lines(_ texts: [String]) {
-        for text in texts { print(text) }
+        for text in texts { print(TerminalText.escapedLines(text)) }
         flush()
     }
 
@@ -28,7 +29,7 @@ enum Output {
 
     /// A diagnostic, prefixed with the program's name.
     static func error(_ text: String) {
-        raw(toStandardError: "imagent: \(text)\n")
+        raw(toStandardError: "imagent: \(TerminalText.escapedLines(text))\n")
     }
 
     /// Text as it is, e.g. ArgumentParser's usage messages. Written with

@@ -205,13 +205,13 @@ struct MQTTUpstreamTests {
 /// `tls`: the daemon's endpoint is a second listener of the broker, set up by `tls.listener`
 /// (given the folder and its port), and `tls.daemon` (given the file without `tls = false`, and the folder)
 /// turns TLS on in the daemon's file.
-func withMQTTDaemon(brokerExtra: String = "", tls: (listener: (String, UInt16) throws -> String, daemon: (String, String) -> String)? = nil,
+func withMQTTDaemon(brokerExtra: String = "", socketMode: String = "0600", tls: (listener: (String, UInt16) throws -> String, daemon: (String, String) -> String)? = nil,
                     _ body: (inout RealDaemon, TCPMosquitto, EchoBackend) async throws -> Void) async throws {
     let setup = try await RealDaemon.prepare(extraConfig: """
         [mqtt]
         client_id = "mqtt-test-host"
         session_expiry_seconds = 600
-        """)
+        """, socketMode: socketMode)
     let tlsPort = UInt16(try freeLoopbackPort())
     let broker = try TCPMosquitto.start(directory: setup.directory,
                                         extra: brokerExtra + "\n" + (try tls.map { try $0.listener(setup.directory, tlsPort) } ?? ""))

@@ -12,6 +12,10 @@ extension SessionRouter {
             guard let service = open.service, !service.isEmpty else {
                 return [.fail(client: client.id, request: request, .badRequest, "OPEN of a new session needs SERVICE")]
             }
+            // An invalid value, like a missing SERVICE: the frame was well formed, so the connection goes on.
+            if let refusal = ServiceName.refusal(service) {
+                return [.fail(client: client.id, request: request, .badRequest, refusal)]
+            }
             guard sessions.count + creating.count < limits.maxSessions else {
                 return [.fail(client: client.id, request: request, .limitReached,
                               "imagentd already holds \(limits.maxSessions) sessions ([limits] max_sessions)")]

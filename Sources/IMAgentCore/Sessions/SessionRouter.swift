@@ -126,15 +126,25 @@ struct SessionRouter<Random: RandomNumberGenerator> {
 
     // MARK: Start-up
 
-    /// The stored sessions, before any client or link event.
-    mutating func restore(_ stored: StoredSessions) {
+    /// The stored sessions, before any client or link event. Returns a warning for each
+    /// session stored with a service name `ServiceName` refuses (created before the rule):
+    /// it is failed, so it never reaches the link, and its owner can read and close it.
+    @discardableResult
+    mutating func restore(_ stored: StoredSessions) -> [String] {
         closedIDs = ClosedSessionIDs(stored.closed)
+        var warnings: [String] = []
         for session in stored.open {
-            let restored = Session(restoring: session)
+            var restored = Session(restoring: session)
+            if let refusal = ServiceName.refusal(restored.service) {
+                let text = "\(refusal); the session is never sent upstream: close it and open one with a valid name"
+                restored.upstream = .failed(code: WireCode.forbidden.rawValue, message: text)
+                warnings.append("session \(restored.id) of uid \(restored.owner) failed at start-up: \(text)")
+            }
             outboxBytesByUID[restored.owner, default: 0] += restored.outboxBytes
             sessions[session.record.id] = restored
             if restored.storeDeadlineMS != nil { sessionsWithTTL.insert(session.record.id) }
         }
+        return warnings
     }
 
     // MARK: Counters for STATUS

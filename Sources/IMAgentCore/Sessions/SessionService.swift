@@ -62,7 +62,7 @@ final class SessionService: LinkSessionDelegate {
         persistence.deliverOutcomes { outcomes in bound.value.persisted(outcomes) }
         return persistence.load().map { stored in
             let service = bound.value
-            service.router.restore(stored)
+            for warning in service.router.restore(stored) { service.logger.warning("\(warning)") }
             service.link.setSessionDelegate(service)
             service.logger.info("sessions loaded", metadata: ["open": "\(stored.open.count)", "closed": "\(stored.closed.count)"])
         }
@@ -117,6 +117,7 @@ final class SessionService: LinkSessionDelegate {
             json.field("session", session.id)
             json.field("service", session.service)
             json.field("state", session.state.description)
+            if case .failed(_, let reason) = session.upstream { json.field("reason", reason) }
             json.field("priority", Int(session.priority.rawValue))
             json.field("owner", session.owner)
             json.field("attached", session.attachedClient != nil)

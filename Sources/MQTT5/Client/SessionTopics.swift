@@ -5,8 +5,13 @@
 ///
 /// The client identifier and the service fill one topic level each, so they
 /// may not contain `/`, `+` or `#` (which would change the topic's shape or be
-/// a wildcard) nor U+0000 (§1.5.4); the prefix may span several levels but has
-/// no wildcard and no empty level. N is the session id in decimal.
+/// a wildcard) nor a code point a broker may refuse (`RefusableCodePoints`:
+/// one such topic makes mosquitto drop the whole link, for every session); the
+/// prefix may span several levels but has no wildcard and no empty level. N is
+/// the session id in decimal.
+///
+/// `checkService` is the one rule for service names: the daemon applies it at
+/// OPEN whatever the upstream, so a name that works on one works on the other.
 public struct SessionTopics: Hashable, Sendable {
     public let prefix: String
     public let clientID: String
@@ -20,7 +25,7 @@ public struct SessionTopics: Hashable, Sendable {
         public var description: String {
             switch self {
             case .unusable(let what, let value, let reason):
-                "\(what) \"\(value)\" cannot be used in an MQTT topic: \(reason)"
+                "\(what) \"\(RefusableCodePoints.escaped(value))\" cannot be used in an MQTT topic: \(reason)"
             }
         }
     }
@@ -100,8 +105,8 @@ public struct SessionTopics: Hashable, Sendable {
             switch scalar {
             case "+", "#": throw .unusable(what: what, value: whole, reason: "'\(scalar)' is an MQTT wildcard")
             case "/": throw .unusable(what: what, value: whole, reason: "'/' separates topic levels")
-            case "\u{0}": throw .unusable(what: what, value: whole, reason: "U+0000 is not allowed in MQTT strings")
-            default: continue
+            default:
+                if let reason = RefusableCodePoints.reason(scalar) { throw .unusable(what: what, value: whole, reason: reason) }
             }
         }
     }

@@ -11,7 +11,7 @@ import Testing
 
     /// A byte a terminal may act on: C0 but the line feed, DEL, or a C1 control (UTF-8 C2 80–C2 9F).
     static func rawControls(_ text: String) -> [String] {
-        text.unicodeScalars.filter { TerminalText.isUnsafe($0) && $0 != "\n" }.map { RefusableName.of($0) }
+        text.unicodeScalars.filter { TerminalText.isUnsafe($0) && $0 != "\n" }.map { "U+" + String($0.value, radix: 16, uppercase: true) }
     }
 
     @Test func terminalText_escapesEveryControl_andKeepsOtherText() {
@@ -61,7 +61,3 @@ import Testing
     }
 }
 
-/// `U+001B`, for a failure message.
-private enum RefusableName {
-    static func of(_ scalar: Unicode.Scalar) -> String { "U+" + String(scalar.value, radix: 16, uppercase: true) }
-}

@@ -8,6 +8,7 @@ final class IPCClientConnection {
     let peer: PeerCredentials
     private let policy: AdminPolicy
     private let channel: Channel
+    private let unsent: UnsentReplies
     /// Root or a member of the admin group: asked only when a request needs it.
     private(set) lazy var isAdmin: Bool = policy.isAdmin(peer) { PeerCredentials.groups(of: channel) }
     /// CLIENT_NAME from HELLO, for logs.
@@ -20,6 +21,8 @@ final class IPCClientConnection {
     /// Frames of this turn, encoded and not yet handed to the channel: one channel write per
     /// turn (or per `handOverBytes`) instead of a trip through the pipeline per frame.
     private var outgoing: ByteBuffer?
+    /// Bytes of replies and events (not MESSAGEs) in `outgoing`, for `UnsentReplies`.
+    private var outgoingReplyBytes = 0
 
     /// Encoded bytes go to the channel in pieces of about this size, so its writability (which
     /// pauses delivery to a slow client) still follows what was written within a turn.
@@ -30,11 +33,12 @@ final class IPCClientConnection {
     /// as message delivery itself stops while the channel is not writable.
     static let queuedBytesLimit = 8 << 20
 
-    init(id: UInt64, peer: PeerCredentials, policy: AdminPolicy, channel: Channel) {
+    init(id: UInt64, peer: PeerCredentials, policy: AdminPolicy, channel: Channel, unsent: UnsentReplies) {
         self.id = id
         self.peer = peer
         self.policy = policy
         self.channel = channel
+        self.unsent = unsent
     }
 
     /// False while the client is not reading fast enough: stop sending it messages.
@@ -75,25 +79,41 @@ final class IPCClientConnection {
         channel.close(promise: nil)
     }
 
+    /// Stops (false) or resumes (true) reading the client's socket: its SENDs wait for the
+    /// store (see `MemoryBudget`), and TCP holds the next ones in the client meanwhile.
+    func setReading(_ on: Bool) {
+        try? channel.syncOptions?.setOption(ChannelOptions.autoRead, value: on)
+    }
+
     private func write(_ frame: IPCFrame) {
         if outgoing == nil { outgoing = channel.allocator.buffer(capacity: 512) }
+        let before = outgoing!.readableBytes
         frame.encode(into: &outgoing!)
+        if case .message = frame.message {} else { outgoingReplyBytes += outgoing!.readableBytes - before }
         if outgoing!.readableBytes >= Self.handOverBytes { handOver() }
         scheduleFlush()
     }
 
     /// Gives what is encoded to the channel (unflushed), unless the client has let more than
-    /// `queuedBytesLimit` pile up there: a client that reads nothing while it keeps asking
-    /// would otherwise grow the daemon without bound.
+    /// `queuedBytesLimit` pile up there, or its uid more than `UnsentReplies` allows: a client
+    /// that reads nothing while it keeps asking would otherwise grow the daemon without bound.
     private func handOver() {
         guard let bytes = outgoing else { return }
+        let replyBytes = outgoingReplyBytes
         outgoing = nil
+        outgoingReplyBytes = 0
         let pending = (try? channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes)) ?? 0
-        guard pending <= Self.queuedBytesLimit else {
+        guard pending <= Self.queuedBytesLimit, replyBytes == 0 || unsent.admit(replyBytes, for: self) else {
             channel.close(promise: nil)
             return
         }
-        channel.write(bytes, promise: nil)
+        guard replyBytes > 0 else {
+            channel.write(bytes, promise: nil)
+            return
+        }
+        let written = channel.eventLoop.makePromise(of: Void.self)
+        written.futureResult.assumeIsolated().whenComplete { [self] _ in unsent.written(replyBytes, for: self) }
+        channel.write(bytes, promise: written)
     }
 
     /// One flush, so one `writev`, for everything written to this client in one turn

@@ -48,6 +48,7 @@ final class IPCServer: Sendable {
                       logger: Logger) async throws -> IPCServer {
         let policy = AdminPolicy(adminGroup: settings.adminGroup)
         let nextID = try await eventLoop.submit { NIOLoopBoundBox<UInt64>(0, eventLoop: eventLoop) }.get()
+        let unsent = try await eventLoop.submit { NIOLoopBound(UnsentReplies(), eventLoop: eventLoop) }.get()
         let total = ConnectionLimits.effectiveTotal(configured: settings.maxConnections)
         let limits = try await eventLoop.submit {
             NIOLoopBoundBox(ConnectionLimits(total: total, perUID: settings.maxConnectionsPerUID), eventLoop: eventLoop)
@@ -82,7 +83,8 @@ final class IPCServer: Sendable {
                         }
                         channel.closeFuture.whenComplete { _ in limits.value.release(uid: peer.uid) }
                         nextID.value += 1
-                        let client = IPCClientConnection(id: nextID.value, peer: peer, policy: policy, channel: channel)
+                        let client = IPCClientConnection(id: nextID.value, peer: peer, policy: policy, channel: channel,
+                                                         unsent: unsent.value)
                         let handlers: [ChannelHandler] = [
                             ByteToMessageHandler(IPCServerFrameDecoder(maxPayload: settings.maxPayload, client: client)),
                             IPCClientHandler(client: client, daemon: daemon.value, logger: logger),

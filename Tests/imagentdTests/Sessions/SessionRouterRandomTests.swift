@@ -12,14 +12,33 @@ import Testing
 /// an echo server, a client that sends, acknowledges, goes away and comes back, and restarts
 /// of the router on what the store holds. Then the faults stop, and everything must arrive
 /// exactly once, in order, with nothing left in memory: a missed wake-up anywhere shows as a
-/// world with nothing left to do and messages still queued.
+/// world with nothing left to do and messages still queued. After every step the memory
+/// budget's invariant must hold (`budgetAudit`).
 @Suite struct SessionRouterRandomTests {
     @Test func everyMessageEchoedOnce_throughRandomFaults() {
-        for seed in 0..<UInt64(50) {
-            var world = RandomWorld(seed: seed)
+        Self.run(seeds: 0..<50)
+    }
+
+    /// Runs `seeds` and checks each; the client's socket must have been paused by the budget
+    /// in some of them, or the suite does not test that path.
+    /// The budget is audited every `auditEvery` steps (and at the end): every step costs about
+    /// fifteen times the step itself in a debug build.
+    static func run(seeds: Range<UInt64>, auditEvery: Int = 1) {
+        var readingChanges = 0
+        for seed in seeds {
+            var world = RandomWorld(seed: seed, auditEvery: auditEvery)
             world.run(chaosSteps: 3_000)
             world.check()
+            readingChanges += world.readingChanges
         }
+        #expect(readingChanges > 0, "no seed made the router stop reading the client")
+    }
+}
+
+/// The same model at 1,000 seeds: in the slow group of `scripts/test` (with the load tests).
+@Suite struct SessionRouterRandomSlowTests {
+    @Test func everyMessageEchoedOnce_throughRandomFaults_thousandSeeds() {
+        SessionRouterRandomTests.run(seeds: 50..<1_050, auditEvery: 16)
     }
 }
 
@@ -27,8 +46,10 @@ import Testing
 private struct RandomWorld {
     static let sessions = 8
     static let messages: UInt64 = 40
-    /// A tight budget (two 100-byte messages per session's share), so reads wait for room often.
-    static let limits = SessionLimits(deliveryBatch: 3, memoryBudgetBytes: 2_048, readBatch: 4)
+    /// A tight budget (two 100-byte messages per session's share), so reads wait for room often;
+    /// and small messages at most, so that the client's SENDs being stored pass their share
+    /// (`uidStoringBytes`, 2,048 bytes: about 16 of them) and its socket stops being read.
+    static let limits = SessionLimits(maxPayloadBytes: 512, deliveryBatch: 3, memoryBudgetBytes: 2_048, readBatch: 4)
 
     struct ServerSession {
         var received: UInt64 = 0
@@ -73,14 +94,22 @@ private struct RandomWorld {
     var requests: [UInt32: Request] = [:]
     var client = Array(repeating: ClientSession(), count: RandomWorld.sessions)
     var problems: [String] = []
+    /// The daemon stopped reading the client's socket: it sends nothing until told to resume.
+    var clientPaused = false
+    /// How often the router stopped or resumed reading a client (the suite checks it happens).
+    var readingChanges = 0
+    /// Steps taken, and how often the budget is audited (`SessionRouter.budgetAudit`).
+    var steps = 0
+    let auditEvery: Int
     let seed: UInt64
 
     /// The store's outcomes: it calls back within `submit`.
     let outcomesBox = OutcomeBox()
     var persistenceTag: UInt64 = 0
 
-    init(seed: UInt64) {
+    init(seed: UInt64, auditEvery: Int) {
         self.seed = seed
+        self.auditEvery = auditEvery
         random = SplitMix64(seed: seed)
         persistence.deliverOutcomes { [outcomesBox] in outcomesBox.outcomes += $0 }
     }
@@ -122,6 +151,8 @@ private struct RandomWorld {
         for event in events {
             if pick < event.weight {
                 event.run(&self)
+                steps += 1
+                if steps % auditEvery == 0 { for text in router.budgetAudit() { problem("budget: \(text)") } }
                 return true
             }
             pick -= event.weight
@@ -233,7 +264,7 @@ private struct RandomWorld {
     // MARK: The client
 
     var canSend: Bool {
-        clientID != nil && client.contains { $0.attached && $0.nextToSend <= Self.messages && $0.inFlight < 4 }
+        clientID != nil && !clientPaused && client.contains { $0.attached && $0.nextToSend <= Self.messages && $0.inFlight < 4 }
     }
 
     var canAck: Bool {
@@ -243,6 +274,7 @@ private struct RandomWorld {
     mutating func connectClient() {
         nextClientID += 1
         clientID = nextClientID
+        clientPaused = false
         for index in client.indices {
             client[index].attached = false
             client[index].inFlight = 0
@@ -342,6 +374,7 @@ private struct RandomWorld {
         toDaemon.removeAll()
         for id in server.keys { server[id]?.open = false }
         clientID = nil
+        clientPaused = false
         requests.removeAll()
         router = TestRouter(limits: Self.limits, random: SplitMix64(seed: 42))
         switch value(persistence.load()) {
@@ -369,6 +402,9 @@ private struct RandomWorld {
             case .loadOutbound, .loadInbound, .locateOutbound, .expireOutbound: reads.append(action)
             case .scheduleAckFlush: ackFlushDue = true
             case .log(.warning, let text): problem("warning: \(text)")
+            case .clientReading(let client, let on):
+                if client == clientID { clientPaused = !on }
+                readingChanges += 1
             case .event, .linkReading, .sessionsActive, .watch, .expireAt, .log: break
             }
         }
@@ -382,6 +418,7 @@ private struct RandomWorld {
 
     func check() {
         #expect(problems == [], "seed \(seed)")
+        #expect(router.budgetAudit() == [], "seed \(seed)")
         for (index, session) in client.enumerated() {
             let missing = (1...Self.messages).filter { !session.seen[Int($0)] }
             #expect(missing.isEmpty, "seed \(seed): session \(index) never got echoes \(missing.prefix(10))")
@@ -390,8 +427,8 @@ private struct RandomWorld {
             #expect(stuck?.outboxCount == 0 && stuck?.inboxCount == 0,
                     "seed \(seed): session \(index) holds outbox \(stuck?.outboxCount ?? -1), inbox \(stuck?.inboxCount ?? -1)")
         }
-        #expect(router.windowBytes == 0, "seed \(seed)")
-        #expect(router.budgetWaiters.isEmpty, "seed \(seed)")
+        #expect(router.budget.held == 0, "seed \(seed)")
+        #expect(router.budget.waiters.isEmpty, "seed \(seed)")
     }
 }
 

@@ -495,7 +495,7 @@ import Testing
             ackedSeq: 2, deliveredSeq: 1, outbox: [StoredOutboxEntry(seq: 3, bytes: 1)], sentSeq: 3, receivedSeq: 2)
         let disk = StoredPayloads(outbound: [77: [(3, bytes("c"))]], inbound: [77: [(2, bytes("b"))]])
         router.restore(StoredSessions(open: [stored], closed: [5]))
-        #expect(router.windowBytes == 0)  // start-up reads no payload
+        #expect(router.budget.held == 0)  // start-up reads no payload
         let up = router.linkEstablished(flow: true)
         #expect(router.completing(up + router.received(.openOK(OpenOK(session: 77, lastAcked: 2))), disk: disk).dataSeqs == [3])
         #expect(router.completing(router.clientOpen(alice, request: 1, .init(session: 77)), disk: disk).delivered == [2])

@@ -21,9 +21,9 @@ import Testing
         for seq in 1...100 {
             let sent = router.completing(router.clientSend(alice, request: 7, .init(session: id, payload: bytes(payload(seq)))), disk: disk)
             #expect(sent.accepted == [UInt64(seq)])
-            #expect(router.windowBytes <= Self.budget.memoryBudgetBytes)
+            #expect(router.budget.held <= Self.budget.memoryBudgetBytes)
         }
-        #expect(router.windowBytes <= Self.budget.sessionShareBytes)  // the server is down: one share at most
+        #expect(router.budget.held <= (Self.budget.memoryBudgetBytes / 4))  // the server is down: one share at most
         #expect(router.sessions[id]?.outboxBytes == 100 * 100)
 
         // The server comes up: everything goes, in order, each message once, through a bounded window.
@@ -35,7 +35,7 @@ import Testing
             rounds += 1
             let done = router.completing(actions, disk: disk)
             let data = done.frames.compactMap { frame -> DataFrame? in if case .data(let d) = frame { d } else { nil } }
-            #expect(router.windowBytes <= Self.budget.memoryBudgetBytes)
+            #expect(router.budget.held <= Self.budget.memoryBudgetBytes)
             guard let last = data.last else { break }
             wire += data.map { ($0.seq, String(buffer: $0.body)) }
             actions = router.received(.ack(Ack(session: id, seq: last.seq)))
@@ -44,7 +44,7 @@ import Testing
         #expect(wire.map(\.1) == (1...100).map { payload($0) })
         #expect(router.sessions[id]?.outboxCount == 0)
         #expect(router.sessions[id]?.outboxBytes == 0)
-        #expect(router.windowBytes == 0)
+        #expect(router.budget.held == 0)
     }
 
     @Test func aBusySession_doesNotStarveAFreshOne() {
@@ -78,7 +78,7 @@ import Testing
         var router = makeRouter(Self.budget)
         let disk = StoredPayloads()
         let busy = fillTheBudget(&router, disk: disk)
-        #expect(router.windowBytes == Self.budget.memoryBudgetBytes)
+        #expect(router.budget.held == Self.budget.memoryBudgetBytes)
         let waiting = router.newSession(service: "waiting")
         for seq in 1...3 { _ = router.completing(router.clientSend(alice, request: 7, .init(session: waiting, payload: bytes(payload(seq)))), disk: disk) }
         #expect(router.sessions[waiting]?.outboxWindow.isEmpty == true)  // no room: in the store only
@@ -87,7 +87,7 @@ import Testing
         for id in busy + [waiting] { actions += router.received(.openOK(OpenOK(session: id, lastAcked: 0))) }
         let opened = router.completing(actions, disk: disk)
         #expect(opened.dataSeqs.count == 16)  // the busy sessions' windows; the waiting one has no room
-        #expect(router.budgetWaiters == [waiting])
+        #expect(router.budget.waiters == [waiting])
 
         // The server acknowledges everything on the link: the budget is free, the waiting session sends.
         var sent: [DataFrame] = []
@@ -96,7 +96,7 @@ import Testing
             sent += acked.frames.compactMap { if case .data(let data) = $0, data.session == waiting { data } else { nil } }
         }
         #expect(sent.map(\.seq) == [1, 2, 3])
-        #expect(router.budgetWaiters.isEmpty)
+        #expect(router.budget.waiters.isEmpty)
     }
 
     /// The same for an inbound read: a client attaching while the budget is full gets its
@@ -114,7 +114,7 @@ import Testing
         // The reader attaches while the budget is full: its read waits.
         let attached = router.completing(router.clientOpen(aliceAgain, request: 3, .init(session: reader)), disk: disk)
         #expect(attached.delivered.isEmpty)
-        #expect(router.budgetWaiters.contains(reader))
+        #expect(router.budget.waiters.contains(reader))
         var delivered: [UInt64] = []
         for id in busy { delivered += router.completing(router.received(.ack(Ack(session: id, seq: 4))), disk: disk).delivered }
         #expect(delivered == [1, 2, 3])
@@ -129,14 +129,14 @@ import Testing
         for seq in 1...60 {
             _ = router.completing(router.received(.data(DataFrame(session: id, seq: UInt64(seq), body: bytes(payload(seq))))), disk: disk)
         }
-        #expect(router.windowBytes == 0)  // nobody reads: nothing in memory
+        #expect(router.budget.held == 0)  // nobody reads: nothing in memory
         var delivered: [UInt64] = []
         var actions = router.completing(router.clientOpen(aliceAgain, request: 1, .init(session: id)), disk: disk)
         var rounds = 0
         while rounds < 100 {
             rounds += 1
             let seqs = actions.delivered
-            #expect(router.windowBytes <= Self.budget.memoryBudgetBytes)
+            #expect(router.budget.held <= Self.budget.memoryBudgetBytes)
             guard !seqs.isEmpty else { break }
             delivered += seqs
             actions = router.completing(router.batchWritten(session: id, client: aliceAgain.id, writable: true), disk: disk)
@@ -169,10 +169,10 @@ import Testing
             pending += actions
         }
         #expect(paused)
-        #expect(router.linkReadingPaused)
+        #expect(router.budget.linkReadingPaused)
         let stored = router.completing(pending)
         #expect(stored.contains { if case .linkReading(true) = $0 { true } else { false } })
-        #expect(router.storingInBytes == 0 && !router.linkReadingPaused)
+        #expect(router.budget.storingIn == 0 && !router.budget.linkReadingPaused)
     }
 
     @Test func aLocalStoreFailure_isNotBlamedOnTheServer() {

@@ -31,8 +31,11 @@ extension SessionRouter {
         switch result {
         case .failure(let error):
             // Later appends of this session fail too (the store's contract): give their seqs back now.
-            let bytes = session.storingOut.removeFrom(seq)
-            session.storingOutBytes -= bytes
+            var bytes = 0
+            for entry in session.storingOut.removeFrom(seq) {
+                bytes += entry.payload.readableBytes
+                budget.endStoringOut(entry.payload.readableBytes, client: entry.client, in: &session)
+            }
             outboxBytesByUID[session.owner, default: 0] -= bytes
             session.assignedSeq = seq - 1
             sessions[id] = session
@@ -45,21 +48,20 @@ extension SessionRouter {
                 session.sentSeq += 1
                 acceptedTotal += 1
                 let bytes = next.payload.readableBytes
-                session.storingOutBytes -= bytes
+                budget.endStoringOut(bytes, client: next.client, in: &session)
                 session.outboxBytes += bytes
                 // The window keeps it when everything before it is in memory too, nothing reads or
                 // gives up after the window, and there is room; otherwise it is read back from the
                 // store when its turn comes.
                 let cost = Session.windowCost(next.payload)
                 let keep = session.outboxWindow.count == session.outboxStored && session.outboundLoad == nil
-                    && session.expiring == nil && session.locating == nil && !session.isFailed && fits(cost, session)
+                    && session.expiring == nil && session.locating == nil && !session.isFailed && budget.fits(cost, session)
                 session.outboxStored += 1
                 if keep {
                     session.outboxWindow.append(.init(seq: session.sentSeq, payload: next.payload, deadlineMS: next.deadlineMS,
                                                      acceptedAt: now()))
                     session.loadedThroughSeq = session.sentSeq
-                    session.loadedBytes += cost
-                    windowBytes += cost
+                    budget.keepOutbound(cost, in: &session)
                 } else if let deadline = next.deadlineMS {
                     session.storeDeadlineMS = min(session.storeDeadlineMS ?? deadline, deadline)
                 }
@@ -98,7 +100,6 @@ extension SessionRouter {
             return []
         }
         var actions: [SessionAction] = []
-        let givenUpBefore = session.givenUp
         let now = clock()
         while session.transmittedCount < session.outboxWindow.count {
             if let window = session.sendWindow, session.transmittedCount >= Int(window) { break }
@@ -122,9 +123,8 @@ extension SessionRouter {
             actions.append(.send(.data(DataFrame(session: id, seq: wireSeq, body: message.payload))))
         }
         actions += refillOutbound(&session)
-        let gaveUp = session.givenUp != givenUpBefore
         sessions[id] = session
-        return gaveUp ? actions + wakeBudgetWaiters() : actions
+        return actions
     }
 
     /// Forgets the outbox entry at `offset` (not on the current link, not held by the server)
@@ -135,8 +135,7 @@ extension SessionRouter {
         session.outboxStored -= 1
         session.outboxBytes -= entry.bytes
         outboxBytesByUID[session.owner, default: 0] -= entry.bytes
-        session.loadedBytes -= Session.windowCost(entry.payload)
-        windowBytes -= Session.windowCost(entry.payload)
+        budget.releaseOutbound(Session.windowCost(entry.payload), from: &session)
         return [.persist(.giveUpOutbound(session: session.id, seq: entry.seq),
                          then: .givenUp(session: session.id, seq: entry.seq, code: code, reason: reason))]
     }
@@ -198,7 +197,7 @@ extension SessionRouter {
     }
 
     /// The TTL timer fired: give up what is due, everywhere.
-    mutating func expireDue() -> [SessionAction] {
+    mutating func expireAllDue() -> [SessionAction] {
         let now = clock()
         var actions: [SessionAction] = []
         var next: Int64?
@@ -208,7 +207,7 @@ extension SessionRouter {
             if let due { next = min(next ?? due, due) }
         }
         if let next { actions.append(.expireAt(next)) }
-        return actions + wakeBudgetWaiters()
+        return actions
     }
 
     /// The server holds everything up to wire seq `wireSeq`: drop it, record
@@ -229,8 +228,7 @@ extension SessionRouter {
             bytes += entry.bytes
             cost += Session.windowCost(entry.payload)
         }
-        session.loadedBytes -= cost
-        windowBytes -= cost
+        budget.releaseOutbound(cost, from: &session)
         let bytesInWindow = bytes
         var covered = count
         if let span, span.count > 0 {
@@ -277,16 +275,12 @@ extension SessionRouter {
         // After a restart nothing is read back yet: the store says which seqs (gaps of
         // messages given up included) and how many bytes the acknowledged messages are.
         var pending = take(ok.session)
-        if let load = pending.outboundLoad {
-            windowBytes -= load.reserved
-            pending.outboundLoad = nil
-        }
+        budget.endOutboundRead(in: &pending)
         let token = takeToken()
         pending.locating = Session.PendingOpenOK(token: token, lastAcked: lastAcked, window: ok.window)
         let after = pending.loadedThroughSeq
         sessions[ok.session] = pending
         return actions + [.locateOutbound(session: ok.session, after: after, count: covered - pending.outboxWindow.count, token: token)]
-            + wakeBudgetWaiters()
     }
 
     /// The session is open upstream: what the server holds is acknowledged, the rest is sent.
@@ -310,7 +304,7 @@ extension SessionRouter {
             actions.append(.watch(change))
         }
         actions += transmit(id)
-        return actions + wakeBudgetWaiters()
+        return actions
     }
 
     mutating func openFail(_ fail: OpenFail) -> [SessionAction] {
@@ -325,15 +319,14 @@ extension SessionRouter {
             }
             actions += closeLocally(fail.session, tellUpstream: false, reason: "the server closed the session: \(text)",
                                     then: .closed(client: nil, request: 0, session: fail.session))
-            return finish(actions)
+            return actions
         }
         // FORBIDDEN or anything else: this session only fails; the link and the others go on.
         session = take(fail.session)
         session.upstream = .failed(code: fail.code.rawValue, message: text)
         releaseWindows(&session)
-        budgetWaiters.remove(fail.session)
+        budget.stopWaiting(fail.session)
         sessions[fail.session] = session
-        actions += wakeBudgetWaiters()
         actions.append(.log(.warning, "server refused session \(fail.session) (\(fail.code)): \(text)"))
         if let client = session.attachedClient {
             actions.append(.event(client: client, .sessionState(.init(session: fail.session, state: .failed, code: .upstreamRejected,
@@ -354,7 +347,7 @@ extension SessionRouter {
         guard ack.seq <= lastSent else {
             return [.dropLink(reason: "ACK \(ack.seq) for session \(ack.session) beyond the last DATA sent (\(lastSent))")]
         }
-        return advanceAcked(ack.session, toWire: ack.seq) + transmit(ack.session) + wakeBudgetWaiters()
+        return advanceAcked(ack.session, toWire: ack.seq) + transmit(ack.session)
     }
 
     mutating func windowIn(_ update: WindowUpdate) -> [SessionAction] {

@@ -6,7 +6,7 @@ import NIOCore
 extension SessionRouter {
     // MARK: Link
 
-    mutating func linkEstablished(flow: Bool, maxFrame: UInt32 = FrameHeader.maxNegotiableBody,
+    mutating func establishLink(flow: Bool, maxFrame: UInt32 = FrameHeader.maxNegotiableBody,
                                   serverKeepsAcknowledged: Bool = true) -> [SessionAction] {
         link = LinkInfo(flow: flow, maxFrame: maxFrame, serverKeepsAcknowledged: serverKeepsAcknowledged)
         var actions: [SessionAction] = []
@@ -25,7 +25,7 @@ extension SessionRouter {
         return actions
     }
 
-    mutating func linkLost() -> [SessionAction] {
+    mutating func loseLink() -> [SessionAction] {
         link = nil
         var actions: [SessionAction] = []
         for id in sessionIDsByPriority {
@@ -48,12 +48,12 @@ extension SessionRouter {
     }
 
     /// LINK_STATE to every client with a session attached.
-    func linkStateChanged(_ state: LinkStateValue) -> [SessionAction] {
+    func tellLinkState(_ state: LinkStateValue) -> [SessionAction] {
         sessionsByClient.keys.sorted().map { .event(client: $0, .linkState(.init(state: state))) }
     }
 
     /// A session frame from the server (DATA bodies already inflated).
-    mutating func received(_ frame: Frame) -> [SessionAction] {
+    mutating func receive(_ frame: Frame) -> [SessionAction] {
         switch frame {
         case .openOK(let ok): return openOK(ok)
         case .openFail(let fail): return openFail(fail)
@@ -70,7 +70,7 @@ extension SessionRouter {
             }
             actions += closeLocally(close.session, tellUpstream: false, reason: "closed by the server",
                                     then: .closed(client: nil, request: 0, session: close.session))
-            return finish(actions)
+            return actions
         case .error(let error):
             guard error.code == .unknownSession else {
                 return [.log(.warning, "server ERROR \(error.code) for session \(error.session): \(error.message ?? "")")]
@@ -91,7 +91,7 @@ extension SessionRouter {
     }
 
     /// Sends the ACKs due since `scheduleAckFlush`: one per session, the highest stored seq.
-    mutating func flushAcks() -> [SessionAction] {
+    mutating func sendDueAcks() -> [SessionAction] {
         ackFlushScheduled = false
         let due = acksDue
         acksDue.removeAll(keepingCapacity: true)

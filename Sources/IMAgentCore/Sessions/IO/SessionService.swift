@@ -157,7 +157,7 @@ final class SessionService: LinkSessionDelegate {
 
     /// Payload bytes queued outbound, and payload bytes held in memory (the windows).
     var queueBytes: (outbox: Int, memory: Int) {
-        (router.outboxBytesTotal, router.windowBytes)
+        (router.outboxBytesTotal, router.budget.held)
     }
 
     // MARK: Link
@@ -245,6 +245,8 @@ final class SessionService: LinkSessionDelegate {
         case .dropLink(let reason):
             logger.warning("dropping the link", metadata: ["reason": "\(reason)"])
             link.sessionProtocolViolation(reason)
+        case .clientReading(let client, let on):
+            clients[client]?.setReading(on)
         case .linkReading(let on):
             logger.info(on ? "reading from the link again" : "inbound data waits for the store: not reading from the link meanwhile")
             link.setReading(on)

@@ -10,6 +10,8 @@ import NIOCore
 struct StoringMessages {
     struct Entry {
         var payload: ByteBuffer
+        /// The client whose SEND it is (0 for inbound DATA), for the memory budget's account.
+        var client: UInt64 = 0
         /// The store request's token: a completion for an entry given up meanwhile is recognised by it.
         var token: UInt64
         /// When an outbound message's TTL passes (ms since the Unix epoch); nil for never or inbound.
@@ -59,14 +61,19 @@ struct StoringMessages {
         return first
     }
 
-    /// Drops `seq` and every later entry (their store requests failed); returns their payload bytes.
-    mutating func removeFrom(_ seq: UInt64) -> Int {
-        guard let offset = offset(of: seq) else { return 0 }
-        var bytes = 0
+    /// Drops `seq` and every later entry (their store requests failed) and returns them.
+    mutating func removeFrom(_ seq: UInt64) -> [Entry] {
+        guard let offset = offset(of: seq) else { return [] }
+        var removed: [Entry] = []
         while ring.count > offset {
-            bytes += ring.removeLast().payload.readableBytes
+            removed.append(ring.removeLast())
         }
-        return bytes
+        return removed
+    }
+
+    /// Every entry, in seq order.
+    func forEach(_ body: (Entry) -> Void) {
+        ring.forEach(body)
     }
 
     private func offset(of seq: UInt64) -> Int? {

@@ -6,7 +6,7 @@ import NIOCore
 extension SessionRouter {
     // MARK: Client requests
 
-    mutating func clientOpen(_ client: SessionClient, request: UInt32, _ open: IPCMessage.Open) -> [SessionAction] {
+    mutating func openSession(_ client: SessionClient, request: UInt32, _ open: IPCMessage.Open) -> [SessionAction] {
         var actions: [SessionAction] = []
         if open.createsSession {
             guard let service = open.service, !service.isEmpty else {
@@ -49,16 +49,15 @@ extension SessionRouter {
             if session.assignedSeq > session.sentSeq {
                 // SENDs (of a client that went away, usually) are being stored: OPENED follows them.
                 attachesAwaitingStores[id, default: []].append((client.id, request))
-                return finish(actions + wakeBudgetWaiters())
+                return actions
             }
             actions.append(.reply(client: client.id, request: request, .opened(opened(session))))
             actions += deliver(id)
         }
-        // The inbound window read before this attach is given back.
-        return finish(actions + wakeBudgetWaiters())
+        return actions
     }
 
-    mutating func clientDetach(_ client: SessionClient, request: UInt32, session id: UInt64) -> [SessionAction] {
+    mutating func detachSession(_ client: SessionClient, request: UInt32, session id: UInt64) -> [SessionAction] {
         switch authorize(client, id) {
         case .failure(let refusal):
             return [.fail(client: client.id, request: request, refusal.code, refusal.text)]
@@ -70,12 +69,12 @@ extension SessionRouter {
             detachIndex(client.id, id)
             resetInboundWindow(&session)
             sessions[id] = session
-            return finish([.reply(client: client.id, request: request, .ok(.init())),
-                           .watch(SessionChange(.detached, session, reason: "DETACH"))] + dropUnattended(id) + wakeBudgetWaiters())
+            return [.reply(client: client.id, request: request, .ok(.init())),
+                    .watch(SessionChange(.detached, session, reason: "DETACH"))] + dropUnattended(id)
         }
     }
 
-    mutating func clientClose(_ client: SessionClient, request: UInt32, session id: UInt64) -> [SessionAction] {
+    mutating func closeSession(_ client: SessionClient, request: UInt32, session id: UInt64) -> [SessionAction] {
         switch authorize(client, id) {
         case .failure(let refusal):
             return [.fail(client: client.id, request: request, refusal.code, refusal.text)]
@@ -86,11 +85,11 @@ extension SessionRouter {
             }
             actions += closeLocally(id, tellUpstream: true, reason: "closed by a client",
                                     then: .closed(client: client.id, request: request, session: id))
-            return finish(actions)
+            return actions
         }
     }
 
-    mutating func clientSend(_ client: SessionClient, request: UInt32, _ send: IPCMessage.Send) -> [SessionAction] {
+    mutating func queueSend(_ client: SessionClient, request: UInt32, _ send: IPCMessage.Send) -> [SessionAction] {
         if let refusal = refusal(client, send.session) {
             return [.fail(client: client.id, request: request, refusal.code, refusal.text)]
         }
@@ -132,13 +131,13 @@ extension SessionRouter {
         let token = takeToken()
         // TTL_MS 0 or absent: forever.
         let deadline = send.ttlMS.flatMap { $0 == 0 ? nil : clock() + Int64($0) }
-        session.storingOut.append(seq, .init(payload: send.payload, token: token, deadlineMS: deadline))
-        session.storingOutBytes += send.payload.readableBytes
+        session.storingOut.append(seq, .init(payload: send.payload, client: client.id, token: token, deadlineMS: deadline))
+        budget.beginStoringOut(bytes, client: client.id, uid: client.uid, in: &session)
         return [.persist(.appendOutbound(session: send.session, seq: seq, payload: send.payload, expiresAtMS: deadline),
                          then: .accepted(client: client.id, request: request, session: send.session, seq: seq, token: token))]
     }
 
-    mutating func clientAck(_ client: SessionClient, request: UInt32, session id: UInt64, seq: UInt64) -> [SessionAction] {
+    mutating func acknowledgeDelivered(_ client: SessionClient, request: UInt32, session id: UInt64, seq: UInt64) -> [SessionAction] {
         if let refusal = refusal(client, id) {
             return [.fail(client: client.id, request: request, refusal.code, refusal.text)]
         }
@@ -158,12 +157,9 @@ extension SessionRouter {
         var session = take(id)
         // The window starts after `dispatchedSeq`: only an ACK beyond it (of messages
         // the client had from an earlier attach) reaches into it.
-        var freed = false
         while let first = session.inbox.first, first.seq <= seq {
             session.inbox.removeFirst()
-            session.inboxWindowBytes -= Session.windowCost(first.payload)
-            windowBytes -= Session.windowCost(first.payload)
-            freed = true
+            budget.releaseInbound(Session.windowCost(first.payload), from: &session)
         }
         session.deliveredSeq = seq
         session.dispatchedSeq = max(session.dispatchedSeq, seq)
@@ -178,12 +174,13 @@ extension SessionRouter {
             actions.append(.watch(SessionChange(.state, session, reason: "the client caught up")))
         }
         sessions[id] = session
-        return freed ? actions + wakeBudgetWaiters() : actions
+        return actions
     }
 
     /// A client's connection is gone: its sessions live on, detached.
-    mutating func clientDisconnected(_ clientID: UInt64) -> [SessionAction] {
+    mutating func disconnectClient(_ clientID: UInt64) -> [SessionAction] {
         blockedClients.remove(clientID)
+        budget.forgetClient(clientID)
         for (id, waiting) in attachesAwaitingStores {
             let kept = waiting.filter { $0.client != clientID }
             attachesAwaitingStores[id] = kept.isEmpty ? nil : kept
@@ -197,14 +194,13 @@ extension SessionRouter {
             actions.append(.watch(SessionChange(.detached, session, reason: "client disconnected")))
             actions += dropUnattended(id)
         }
-        actions += wakeBudgetWaiters()
         for (id, session) in creating where session.attachedClient == clientID { creating[id]?.attachedClient = nil }
-        return finish(actions)
+        return actions
     }
 
     /// Whether a client's channel accepts more: blocked clients get no
     /// MESSAGE; a writable one gets the next batch of each of its sessions.
-    mutating func client(_ clientID: UInt64, writable: Bool) -> [SessionAction] {
+    mutating func setWritable(_ clientID: UInt64, writable: Bool) -> [SessionAction] {
         guard writable else {
             blockedClients.insert(clientID)
             return []
@@ -220,7 +216,7 @@ extension SessionRouter {
     /// A batch of the session was just written to its client: the next one while the
     /// client's channel stays writable. Only this session: the client's others continue
     /// on their own batches, or all together when a blocked channel drains.
-    mutating func batchWritten(session id: UInt64, client clientID: UInt64, writable: Bool) -> [SessionAction] {
+    mutating func deliverNextBatch(session id: UInt64, client clientID: UInt64, writable: Bool) -> [SessionAction] {
         guard writable else {
             blockedClients.insert(clientID)
             return []

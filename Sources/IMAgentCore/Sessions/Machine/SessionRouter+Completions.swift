@@ -6,7 +6,7 @@ import NIOCore
 extension SessionRouter {
     // MARK: Persistence completions
 
-    mutating func persisted(_ continuation: PersistContinuation, _ result: Result<Void, SessionPersistenceError>) -> [SessionAction] {
+    mutating func complete(_ continuation: PersistContinuation, _ result: Result<Void, SessionPersistenceError>) -> [SessionAction] {
         switch continuation {
         case .created(let client, let request, let id):
             guard var session = creating.removeValue(forKey: id) else {
@@ -26,7 +26,7 @@ extension SessionRouter {
             }
             actions.append(.watch(SessionChange(.opened, session)))
             sessions[id] = session
-            return finish(actions)
+            return actions
 
         case .accepted(let client, let request, let id, let seq, let token):
             return outboundStored(client: client, request: request, session: id, seq: seq, token: token, result)
@@ -74,19 +74,18 @@ extension SessionRouter {
     }
 
     /// A read of the store for the outbound window completed.
-    mutating func outboundLoaded(session id: UInt64, token: UInt64,
+    mutating func fillOutboundWindow(session id: UInt64, token: UInt64,
                                  _ result: Result<[StoredOutboundMessage], SessionPersistenceError>) -> [SessionAction] {
         guard let load = sessions[id]?.outboundLoad, load.token == token else { return [] }  // closed, or the window was reset
         var session = take(id)
-        session.outboundLoad = nil
-        windowBytes -= load.reserved
+        budget.endOutboundRead(in: &session)
         var actions: [SessionAction] = []
         switch result {
         case .failure(let error):
             actions.append(.log(.warning, "session \(id): outbound messages not read from the store: \(error)"))
             actions.append(.storeFailed(reason: "session \(id): outbound messages not read from the store: \(error)"))
             sessions[id] = session
-            return actions + wakeBudgetWaiters()
+            return actions
         case .success(let messages):
             // Nothing else changes the store after the window while a read is under way (no
             // expiry, no OPEN_OK beyond the window): these are the outbox's next messages.
@@ -94,8 +93,7 @@ extension SessionRouter {
             for message in messages where message.seq > session.loadedThroughSeq && session.outboxWindow.count < session.outboxStored {
                 session.outboxWindow.append(Session.OutboundEntry(seq: message.seq, payload: message.payload, deadlineMS: message.deadlineMS))
                 session.loadedThroughSeq = message.seq
-                session.loadedBytes += Session.windowCost(message.payload)
-                windowBytes += Session.windowCost(message.payload)
+                budget.keepOutbound(Session.windowCost(message.payload), in: &session)
                 added += 1
             }
             // An expiry that waited for this read.
@@ -104,14 +102,13 @@ extension SessionRouter {
             if added == 0, session.outboxWindow.count < session.outboxStored {
                 // Read again at once, it would find nothing again: wait for the next event instead.
                 return actions + [.log(.warning, "session \(id): the store holds no outbound message after seq \(session.loadedThroughSeq)")]
-                    + wakeBudgetWaiters()
             }
-            return actions + transmit(id) + wakeBudgetWaiters()
+            return actions + transmit(id)
         }
     }
 
     /// The store gave up expired outbound messages after the window.
-    mutating func outboundExpired(session id: UInt64, token: UInt64,
+    mutating func forgetExpiredAfterWindow(session id: UInt64, token: UInt64,
                                   _ result: Result<ExpiredOutboundBatch, SessionPersistenceError>) -> [SessionAction] {
         guard sessions[id]?.expiring == token else { return [] }  // closed
         var session = take(id)
@@ -148,7 +145,7 @@ extension SessionRouter {
     }
 
     /// The store found the messages an OPEN_OK's LAST_ACKED covers beyond the window.
-    mutating func outboundLocated(session id: UInt64, token: UInt64,
+    mutating func completeLocatedOpenOK(session id: UInt64, token: UInt64,
                                   _ result: Result<StoredOutboxSpan, SessionPersistenceError>) -> [SessionAction] {
         guard let pending = sessions[id]?.locating, pending.token == token else { return [] }  // closed, or the link changed
         sessions[id]?.locating = nil
@@ -161,22 +158,20 @@ extension SessionRouter {
     }
 
     /// A read of the store for the inbound window completed.
-    mutating func inboundLoaded(session id: UInt64, token: UInt64,
+    mutating func fillInboundWindow(session id: UInt64, token: UInt64,
                                 _ result: Result<[(seq: UInt64, payload: ByteBuffer)], SessionPersistenceError>) -> [SessionAction] {
         guard let load = sessions[id]?.inboundLoad, load.token == token else { return [] }  // closed, detached or re-attached
         var session = take(id)
-        session.inboundLoad = nil
-        windowBytes -= load.reserved
+        budget.endInboundRead(in: &session)
         switch result {
         case .failure(let error):
             sessions[id] = session
             return [.log(.warning, "session \(id): inbound messages not read from the store: \(error)"),
-                    .storeFailed(reason: "session \(id): inbound messages not read from the store: \(error)")] + wakeBudgetWaiters()
+                    .storeFailed(reason: "session \(id): inbound messages not read from the store: \(error)")]
         case .success(let messages):
             for message in messages where message.seq == session.dispatchedSeq + UInt64(session.inbox.count) + 1 {
                 session.inbox.append(message)
-                session.inboxWindowBytes += Session.windowCost(message.payload)
-                windowBytes += Session.windowCost(message.payload)
+                budget.keepInbound(Session.windowCost(message.payload), in: &session)
             }
             sessions[id] = session
             // The client may have acknowledged past this read while it ran (messages it had before
@@ -185,9 +180,8 @@ extension SessionRouter {
             if session.inbox.isEmpty, session.dispatchedSeq < session.receivedSeq, !overtaken {
                 // Read again at once, it would find nothing again: wait for the next event instead.
                 return [.log(.warning, "session \(id): the store holds no inbound message after seq \(session.dispatchedSeq)")]
-                    + wakeBudgetWaiters()
             }
-            return deliver(id) + wakeBudgetWaiters()
+            return deliver(id)
         }
     }
 }

@@ -92,11 +92,9 @@ extension SessionRouter {
                                        then continuation: PersistContinuation) -> [SessionAction] {
         guard var session = sessions.removeValue(forKey: id) else { return [] }
         if let client = session.attachedClient { detachIndex(client, id) }
-        releaseWindows(&session)
-        budgetWaiters.remove(id)
         outboxBytesByUID[session.owner, default: 0] -= session.outboxTotalBytes
         if outboxBytesByUID[session.owner] == 0 { outboxBytesByUID[session.owner] = nil }
-        storingInBytes -= session.storingInBytes
+        budget.forget(&session)
         closedIDs.insert(id)
         var actions: [SessionAction] = [.watch(SessionChange(.closed, session, state: .closed, reason: reason))]
         for waiter in attachesAwaitingStores.removeValue(forKey: id) ?? [] {
@@ -106,6 +104,6 @@ extension SessionRouter {
             if link != nil { actions.append(.send(.close(Close(session: id)))) } else { closeUpstream.insert(id) }
         }
         actions.append(.persist(.close(session: id), then: continuation))
-        return actions + wakeBudgetWaiters() + resumeLinkReading()
+        return actions
     }
 }

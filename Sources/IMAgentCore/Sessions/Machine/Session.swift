@@ -23,8 +23,8 @@ import NIOCore
 /// rest are read in seq order when the window has room, and their TTLs are
 /// found through the store's index (`storeDeadlineMS` is a lower bound of
 /// them). `inbox` is the inbound window only: messages after `dispatchedSeq`,
-/// read from the store or kept as they were stored. The router's
-/// `memoryBudgetBytes` bounds both windows.
+/// read from the store or kept as they were stored. `MemoryBudget` bounds both
+/// windows, and it alone changes the byte counts below (marked *budget*).
 struct Session {
     /// One outbound message of the window: stored, not yet acknowledged by the server.
     struct OutboundEntry {
@@ -127,9 +127,9 @@ struct Session {
     var heldThroughSeq: UInt64 = 0
     /// The highest seq written on a link of this process: a DATA at or below it is a resend (metrics).
     var transmittedThroughSeq: UInt64 = 0
-    /// What `outboxWindow` costs of the budget (`windowCost`).
+    /// What `outboxWindow` costs of the budget (`windowCost`). *Budget.*
     var loadedBytes = 0
-    /// The outbox read from the store under way, if any (for messages after `loadedThroughSeq`).
+    /// The outbox read from the store under way, if any (for messages after `loadedThroughSeq`). *Budget.*
     var outboundLoad: Load?
     /// No stored message after `loadedThroughSeq` has a TTL deadline before this; nil: none has one.
     var storeDeadlineMS: Int64?
@@ -163,9 +163,9 @@ struct Session {
     var highestDispatchedSeq: UInt64 = 0
     /// The inbound window: messages `dispatchedSeq + 1 …` in seq order (at most up to `receivedSeq`).
     var inbox = Session.emptyQueue
-    /// What they cost of the budget (`windowCost`).
+    /// What they cost of the budget (`windowCost`). *Budget.*
     var inboxWindowBytes = 0
-    /// The inbox read from the store under way, if any (for the seqs after the window).
+    /// The inbox read from the store under way, if any (for the seqs after the window). *Budget.*
     var inboundLoad: Load?
     /// WINDOW 0 told the server to stop: the client fell behind.
     var pausedUpstream = false
@@ -221,11 +221,11 @@ struct Session {
     }
     /// Their payload bytes.
     var outboxTotalBytes: Int { outboxBytes + storingOutBytes }
-    /// Payload bytes of the SENDs being stored.
+    /// Payload bytes of the SENDs being stored. *Budget.*
     var storingOutBytes = 0
-    /// Payload bytes of the DATA being stored.
+    /// Payload bytes of the DATA being stored. *Budget.*
     var storingInBytes = 0
-    /// Bytes of this session's payloads in memory, the reads under way included (see `SessionRouter.memoryBudgetBytes`).
+    /// Bytes of this session's payloads in memory, the reads under way included (see `MemoryBudget`).
     var windowBytes: Int {
         loadedBytes + inboxWindowBytes + (outboundLoad?.reserved ?? 0) + (inboundLoad?.reserved ?? 0)
     }

@@ -33,8 +33,9 @@ struct SessionLimits: Hashable, Sendable {
     /// Expired outbound messages the store gives up at once, at most (then the next batch).
     var expiryBatch = 1_024
 
-    /// What one session may hold of the budget, so one long queue cannot starve the others.
-    var sessionShareBytes: Int { max(1, memoryBudgetBytes / 4) }
+    /// SENDs being stored that the clients of one uid may hold in memory: past it, their
+    /// sockets are not read until half is stored (at least two of the largest messages).
+    var uidStoringBytes: Int { max(memoryBudgetBytes, 2 * maxPayloadBytes) }
 }
 
 /// The established link, as far as sessions care.
@@ -64,9 +65,12 @@ struct SessionClient: Hashable, Sendable {
 /// outbound message is stored, ACK upstream only after the inbound message is
 /// stored, MESSAGE in seq order from `deliveredSeq + 1` on every attach.
 ///
-/// One file per seam: client requests, link, persistence completions, memory
-/// windows, outbound, inbound and shared rules (`SessionRouter+*.swift`). Its
-/// state is internal only so those files reach it; nothing else changes it.
+/// Its whole surface is `SessionRouter+Events.swift`: every event ends there in
+/// `settle`, which performs what the memory budget says (wake-ups, reading the link
+/// and the clients), so no handler has to remember it. The handlers live one file
+/// per seam: client requests, link, persistence completions, windows, outbound,
+/// inbound and shared rules (`SessionRouter+*.swift`). Its state is internal only
+/// so those files reach it; nothing else changes it.
 struct SessionRouter<Random: RandomNumberGenerator> {
     var sessions: [UInt64: Session] = [:]
     /// Closed ids, the most recent `ClosedSessionIDs.remembered`: not reused; OPEN of one answers SESSION_CLOSED.
@@ -93,16 +97,8 @@ struct SessionRouter<Random: RandomNumberGenerator> {
     var nextToken: UInt64 = 0
     /// Sessions with outbox messages that have a TTL.
     var sessionsWithTTL: Set<UInt64> = []
-    /// Payload bytes in memory in all sessions' windows, reads under way included
-    /// (≤ `limits.memoryBudgetBytes`, give or take one message).
-    var windowBytes = 0
-    /// Sessions whose window waits for room in the budget: refilled, by priority, when some frees.
-    var budgetWaiters: Set<UInt64> = []
-    /// Inbound payload bytes received and still being stored, all sessions: beyond the
-    /// budget the link stops reading (TCP pushes back on the server) until half is stored.
-    var storingInBytes = 0
-    /// Whether the link was told to stop reading.
-    var linkReadingPaused = false
+    /// Every payload byte in memory, and who may take more (the windows, what is being stored).
+    var budget: MemoryBudget
     /// Outbound payload bytes queued (stored or being stored) per owner uid (`[limits] uid_outbox_bytes`).
     var outboxBytesByUID: [UInt32: Int] = [:]
     /// Wall-clock time in ms since the Unix epoch, for TTLs (a fixed clock in tests).
@@ -116,12 +112,18 @@ struct SessionRouter<Random: RandomNumberGenerator> {
     var redeliveredTotal = 0
     var acknowledged: (Duration) -> Void = { _ in }
     var now: () -> ContinuousClock.Instant = { .now }
-    var limits: SessionLimits
+    var limits: SessionLimits {
+        didSet {
+            budget.limit = limits.memoryBudgetBytes
+            budget.uidStoringShare = limits.uidStoringBytes
+        }
+    }
     var random: Random
 
     init(limits: SessionLimits, random: Random) {
         self.limits = limits
         self.random = random
+        budget = MemoryBudget(limit: limits.memoryBudgetBytes, uidStoringShare: limits.uidStoringBytes)
     }
 
     // MARK: Start-up

@@ -1,5 +1,7 @@
 import NIOCore
 
+@testable import IMAgentCore
+
 /// `SessionPersistence` kept in memory: what the session tests run against
 /// (the daemon runs on `SQLiteSessionPersistence`). It survives a restart of the session layer
 /// within one process (the object outlives the router), not of the process.

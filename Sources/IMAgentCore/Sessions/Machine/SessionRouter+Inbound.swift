@@ -32,15 +32,9 @@ extension SessionRouter {
         session.storingSeq = data.seq
         let token = takeToken()
         session.storingIn.append(data.seq, .init(payload: data.body, token: token))
-        session.storingInBytes += data.body.readableBytes
-        storingInBytes += data.body.readableBytes
-        var actions: [SessionAction] = [.persist(.appendInbound(session: data.session, seq: data.seq, payload: data.body),
-                                                 then: .inboundStored(session: data.session, seq: data.seq, token: token))]
-        if !linkReadingPaused, storingInBytes > limits.memoryBudgetBytes {
-            linkReadingPaused = true
-            actions.append(.linkReading(false))
-        }
-        return actions
+        budget.beginStoringIn(data.body.readableBytes, in: &session)
+        return [.persist(.appendInbound(session: data.session, seq: data.seq, payload: data.body),
+                         then: .inboundStored(session: data.session, seq: data.seq, token: token))]
     }
 
     mutating func inboundStored(session id: UInt64, seq: UInt64, token: UInt64,
@@ -54,13 +48,12 @@ extension SessionRouter {
         switch result {
         case .failure(let error):
             // Unstored means unacknowledged: the server resends from RESUME_AFTER on the next link.
-            let bytes = session.storingIn.removeFrom(seq)
-            session.storingInBytes -= bytes
-            storingInBytes -= bytes
+            let bytes = session.storingIn.removeFrom(seq).reduce(0) { $0 + $1.payload.readableBytes }
+            budget.endStoringIn(bytes, in: &session)
             session.storingSeq = seq - 1
             sessions[id] = session
             // Our disk's failure, not the server's: no ERROR upstream, the link backs off and resumes.
-            return [.storeFailed(reason: "session \(id): inbound seq \(seq) not stored: \(error)")] + resumeLinkReading()
+            return [.storeFailed(reason: "session \(id): inbound seq \(seq) not stored: \(error)")]
         case .success:
             session.storingIn.markStored(seq)
             while let next = session.storingIn.popStored() {
@@ -68,16 +61,13 @@ extension SessionRouter {
                 receivedTotal += 1
                 // Kept in the window for a reading client when it follows the window and
                 // fits; otherwise read back from the store when the client gets to it.
-                let bytes = next.payload.readableBytes
-                session.storingInBytes -= bytes
-                storingInBytes -= bytes
+                budget.endStoringIn(next.payload.readableBytes, in: &session)
                 // A blocked client counts as reading: it drains soon, and the window bounds what waits.
                 if session.attachedClient != nil, session.inboundLoad == nil,
                    session.dispatchedSeq + UInt64(session.inbox.count) + 1 == session.receivedSeq,
-                   fits(Session.windowCost(next.payload), session) {
+                   budget.fits(Session.windowCost(next.payload), session) {
                     session.inbox.append((session.receivedSeq, next.payload))
-                    session.inboxWindowBytes += Session.windowCost(next.payload)
-                    windowBytes += Session.windowCost(next.payload)
+                    budget.keepInbound(Session.windowCost(next.payload), in: &session)
                 }
             }
             var actions: [SessionAction] = []
@@ -99,15 +89,8 @@ extension SessionRouter {
             }
             sessions[id] = session
             actions += deliver(id)
-            return actions + resumeLinkReading()
+            return actions
         }
-    }
-
-    /// The link reads again once half of what was being stored is stored.
-    mutating func resumeLinkReading() -> [SessionAction] {
-        guard linkReadingPaused, storingInBytes <= limits.memoryBudgetBytes / 2 else { return [] }
-        linkReadingPaused = false
-        return [.linkReading(true)]
     }
 
     /// DURABLE = 0 keeps nothing for a client that is not there: with no
@@ -157,12 +140,10 @@ extension SessionRouter {
             cost += Session.windowCost(first.payload)
         }
         redeliveredTotal += taken.dispatch(batch.count)
-        taken.inboxWindowBytes -= cost
-        windowBytes -= cost
+        budget.releaseInbound(cost, from: &taken)
         var actions: [SessionAction] = batch.isEmpty ? [] : [.deliver(client: client, session: id, batch)]
         actions += refillInbound(&taken)
         sessions[id] = taken
-        if bytes > 0 { actions += wakeBudgetWaiters() }
         return actions
     }
 }

@@ -26,6 +26,9 @@ enum SessionAction {
     /// Stop (false) or resume (true) reading from the link: inbound DATA waiting for the
     /// store passed the memory budget, so TCP pushes back on the server meanwhile.
     case linkReading(Bool)
+    /// Stop (false) or resume (true) reading a client's socket: its uid's SENDs waiting for
+    /// the store passed their share of memory, so TCP pushes back on the client meanwhile.
+    case clientReading(client: UInt64, Bool)
     /// Read up to `limit` stored outbound messages after `after` (no more than `maxBytes`),
     /// then hand them to `SessionRouter.outboundLoaded(session:token:_:)`.
     case loadOutbound(session: UInt64, after: UInt64, limit: Int, maxBytes: Int, token: UInt64)

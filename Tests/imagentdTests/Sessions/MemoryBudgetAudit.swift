@@ -1,0 +1,53 @@
+import NIOCore
+
+@testable import IMAgentCore
+
+extension SessionRouter {
+    /// Where what `MemoryBudget` counts differs from what the sessions hold, or where it
+    /// leaves someone waiting for nothing; empty when its invariant holds:
+    /// - `held` is the cost of every message in a window plus every read's reservation,
+    ///   and each session's own counts match its queues;
+    /// - `storingIn` is the payload of every DATA being stored, and each client's and uid's
+    ///   SEND account the payload of its SENDs being stored;
+    /// - no waiter has room while a wake-up would be due, and no client stays unread
+    ///   once its uid's SENDs are half stored.
+    func budgetAudit() -> [String] {
+        var problems: [String] = []
+        var held = 0
+        var storingIn = 0
+        var storingOut: [UInt64: Int] = [:]
+        for (id, session) in sessions {
+            let outbound = session.outboxWindow.reduce(0) { $0 + Session.windowCost($1.payload) }
+            let inbound = session.inbox.reduce(0) { $0 + Session.windowCost($1.payload) }
+            if outbound != session.loadedBytes { problems.append("session \(id): loadedBytes \(session.loadedBytes), window holds \(outbound)") }
+            if inbound != session.inboxWindowBytes { problems.append("session \(id): inboxWindowBytes \(session.inboxWindowBytes), inbox holds \(inbound)") }
+            held += outbound + inbound + (session.outboundLoad?.reserved ?? 0) + (session.inboundLoad?.reserved ?? 0)
+            var sessionIn = 0
+            session.storingIn.forEach { sessionIn += $0.payload.readableBytes }
+            if sessionIn != session.storingInBytes { problems.append("session \(id): storingInBytes \(session.storingInBytes), being stored \(sessionIn)") }
+            storingIn += sessionIn
+            var sessionOut = 0
+            session.storingOut.forEach { entry in
+                sessionOut += entry.payload.readableBytes
+                storingOut[entry.client, default: 0] += entry.payload.readableBytes
+            }
+            if sessionOut != session.storingOutBytes { problems.append("session \(id): storingOutBytes \(session.storingOutBytes), being stored \(sessionOut)") }
+        }
+        if held != budget.held { problems.append("budget holds \(budget.held), windows and reads hold \(held)") }
+        if storingIn != budget.storingIn { problems.append("budget stores in \(budget.storingIn), sessions \(storingIn)") }
+        let counted = budget.storingOutByClient.mapValues(\.bytes)
+        if counted != storingOut { problems.append("SENDs being stored by client: budget \(counted), sessions \(storingOut)") }
+        var byUID: [UInt32: Int] = [:]
+        for (_, account) in budget.storingOutByClient { byUID[account.uid, default: 0] += account.bytes }
+        if byUID != budget.storingOutByUID { problems.append("SENDs being stored by uid: \(budget.storingOutByUID), by its clients \(byUID)") }
+        let wakeDue = budget.held == 0 || budget.limit - budget.held >= budget.sessionShare / 4
+        for id in budget.waiters {
+            guard let session = sessions[id] else { continue }
+            if wakeDue, budget.room(for: session) > 0 { problems.append("session \(id) waits with room free") }
+        }
+        for (client, uid) in budget.pausedClients where (budget.storingOutByUID[uid] ?? 0) <= budget.uidStoringShare / 2 {
+            problems.append("client \(client) is not read, though uid \(uid) stores only \(budget.storingOutByUID[uid] ?? 0) bytes")
+        }
+        return problems
+    }
+}

@@ -36,8 +36,9 @@ struct MQTTLinkAdapter {
         case fail(String)
         /// Worth a line in the log (debug).
         case note(String)
-        /// A message the adapter had to drop, or another thing the operator should hear of.
-        case warning(String)
+        /// A message the adapter had to drop, with what identifies it (bounded in size): written
+        /// to the log within the limit on lines that outside input triggers (`OutsideLog`).
+        case warning(OutsideLogKind, [String: String])
 
         var endsLink: Bool {
             switch self {
@@ -95,10 +96,6 @@ struct MQTTLinkAdapter {
     private var nextInbound: [UInt64: UInt64] = [:]
     /// Inbound messages ahead of their turn, per session, in seq order.
     private var early: [UInt64: [(seq: UInt64, payload: ByteBuffer, receipt: ClientSession.Receipt)]] = [:]
-    /// The topic of the last PUBLISH dropped and how many in a row were on it: the warning
-    /// repeats at the 1st, 2nd, 4th, 8th… (echoes for a session closed with messages in
-    /// flight would otherwise fill the journal, one line per message).
-    private var droppedRun: (topic: String, count: Int)?
     /// PINGs sent as PINGREQ, answered in order.
     private var pings: [Ping] = []
     /// The connection is being given up: no PUBACK counts any more (a later ACK would cover the failed message).
@@ -349,13 +346,10 @@ struct MQTTLinkAdapter {
         let seq = publish.properties.userProperties.first { $0.name == Self.seqProperty }.flatMap { UInt64($0.value) }
         guard let (service, session) = topics.parseDown(topic), let seq, seq > 0, services[session] == service else {
             // Nobody can take it: acknowledged so that the broker stops sending it, and logged.
-            let inARow = droppedRun?.topic == topic ? droppedRun!.count + 1 : 1
-            droppedRun = (topic, inARow)
-            var outputs: [Output] = []
-            if inARow & (inARow - 1) == 0 {
-                outputs.append(.warning("dropping a PUBLISH on \(topic): \(seq == nil ? "no decimal imagent-seq" : "no open session of that service")"
-                                        + (inARow > 1 ? " (\(inARow) in a row)" : "")))
-            }
+            var outputs: [Output] = [.warning(.publishForNoSession, [
+                "topic": LogText.bounded(topic),
+                "reason": seq == nil ? "no decimal imagent-seq" : "no open session of that service",
+            ])]
             if let receipt, client != nil {
                 outputs += client!.handle(.stored(receipt)).map { action -> Output in
                     if case .send(let packet) = action { return .packet(packet) }
@@ -367,7 +361,9 @@ struct MQTTLinkAdapter {
         let expected = nextInbound[session] ?? 1
         if seq > expected {
             // Ahead of its turn: held, unacknowledged, until the seqs before it come.
-            guard let receipt else { return [.warning("dropping QoS 0 PUBLISH seq \(seq) of session \(session): \(expected) is due first")] }
+            guard let receipt else {
+                return [.warning(.publishOutOfTurn, ["session": "\(session)", "seq": "\(seq)", "due": "\(expected)"])]
+            }
             // Changed in place: a copy read out of the dictionary and written back would copy the whole list.
             let place = early[session].map { $0.firstIndex { $0.seq > seq } ?? $0.endIndex } ?? 0
             early[session, default: []].insert((seq, publish.payload, receipt), at: place)

@@ -123,8 +123,9 @@ final class MQTTLinkHandler: ChannelDuplexHandler {
                 context.fireErrorCaught(MQTTLinkFailure(description: reason))
             case .note(let text):
                 logger.debug("mqtt: \(text)")
-            case .warning(let text):
-                logger.warning("mqtt: \(text)")
+            case .warning(let kind, let details):
+                OutsideLog.shared.log(kind, from: .broker, metadata: details.mapValues { .string($0) },
+                                      to: logger, eventLoop: context.eventLoop)
             }
         }
         return wrote

@@ -55,7 +55,7 @@ struct IMAgentDaemon {
         }
         do {
             try await DaemonMain(configPath: arguments.configPath, checkConfigPath: arguments.checkConfigPath,
-                                 development: arguments.development,
+                                 checkStore: arguments.checkStore, development: arguments.development,
                                  developmentDirectory: arguments.developmentDirectory).run()
         } catch let exit as DaemonExit {
             Glibc.exit(exit.status)

@@ -47,6 +47,16 @@ struct StoreSetupTests {
         await finish(setup)
     }
 
+    @Test func aDirectoryInPlaceOfAStoreFile_isRefused() async throws {
+        let (setup, store) = try await prepare()
+        let path = store + "/imagentd.sqlite3-shm"
+        #expect(mkdir(path, 0o700) == 0)
+        let started = try await run(RealDaemon.binary, ["--config", setup.configPath])
+        #expect(started.status == 78, "\(started.stderr)")
+        #expect(started.stderr.contains("\(path) is not a regular file"), "\(started.stderr)")
+        await finish(setup)
+    }
+
     @Test func aStoreDirectoryOwnedByAnotherUser_isRefusedAtStart() async throws {
         try #require(geteuid() == 0, "needs root to give the directory to uid 65534")
         let (setup, store) = try await prepare()

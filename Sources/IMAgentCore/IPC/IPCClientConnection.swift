@@ -41,7 +41,7 @@ final class IPCClientConnection {
     var isWritable: Bool { channel.isWritable }
 
     /// For logs: CLIENT_NAME is the client's own text, so it is cut short.
-    var label: String { name.isEmpty ? "client \(id) (\(peer))" : "client \(id) \"\(LogText.bounded(name, maxBytes: 64))\" (\(peer))" }
+    var label: String { name.isEmpty ? "client \(id) (\(peer))" : "client \(id) \"\(LogText.bounded(name))\" (\(peer))" }
 
     /// The loop this client is served on (for the log's timers).
     var eventLoop: any EventLoop { channel.eventLoop }

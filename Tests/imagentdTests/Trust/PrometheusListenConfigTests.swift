@@ -39,4 +39,10 @@ import Testing
     @Test func theAllowKey_isABoolean() {
         #expect(throws: ConfigProblems.self) { try load("prometheus_allow_remote = \"yes\"\n") }
     }
+
+    @Test func aReload_leavesTheAllowKeyToTheNextStart() throws {
+        let running = try load("prometheus_listen = \"127.0.0.1:9464\"\n")
+        let fresh = try load("prometheus_listen = \"127.0.0.1:9464\"\nprometheus_allow_remote = true\n")
+        #expect(ReloadPlan(from: running, to: fresh).needsRestart == ["metrics.prometheus_allow_remote"])
+    }
 }

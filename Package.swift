@@ -16,6 +16,9 @@ let package = Package(
         .executable(name: "fuzz-imlink", targets: ["fuzz-imlink"]),
         .executable(name: "fuzz-ipc", targets: ["fuzz-ipc"]),
         .executable(name: "fuzz-mqtt5", targets: ["fuzz-mqtt5"]),
+        .executable(name: "fuzz-toml", targets: ["fuzz-toml"]),
+        .executable(name: "fuzz-mqtt-session", targets: ["fuzz-mqtt-session"]),
+        .executable(name: "fuzz-ipc-client", targets: ["fuzz-ipc-client"]),
         .library(name: "IMLink", targets: ["IMLink"]),
         .library(name: "AgentIPC", targets: ["AgentIPC"]),
         .library(name: "AgentStore", targets: ["AgentStore"]),
@@ -218,6 +221,27 @@ let package = Package(
             name: "fuzz-mqtt5",
             dependencies: ["MQTT5", "FuzzReplay", .product(name: "NIOCore", package: "swift-nio")],
             path: "fuzz/mqtt5"
+        ),
+        // The next three reach internal types (`@testable import`): scripts/fuzz builds them with
+        // -enable-testing, as a debug build is.
+        .executableTarget(
+            name: "fuzz-toml",
+            dependencies: ["ConfigFile", "IMAgentCore", "FuzzReplay"],
+            path: "fuzz/toml"
+        ),
+        .executableTarget(
+            name: "fuzz-mqtt-session",
+            dependencies: ["IMAgentCore", "IMLink", "MQTT5", "FuzzReplay", .product(name: "NIOCore", package: "swift-nio")],
+            path: "fuzz/mqtt-session"
+        ),
+        .executableTarget(
+            name: "fuzz-ipc-client",
+            dependencies: [
+                "AgentIPC", "FuzzReplay",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ],
+            path: "fuzz/ipc-client"
         ),
 
         .testTarget(

@@ -200,8 +200,13 @@ import Testing
             let properties: Properties = reference.map { [Property(.serverReference, .string($0))] } ?? []
             return adapter.received(.connack(ConnAck(sessionPresent: false, reasonCode: code, properties: properties))).first
         }
-        #expect(try connack(.badUserNameOrPassword) == .frame(.loginFail(LoginFail(code: .tokenInvalid, message: "CONNACK: badUserNameOrPassword (0x86)"))))
-        guard case .frame(.loginFail(let forbidden)) = try connack(.notAuthorized) else { Issue.record("0x87"); return }
+        for refusal in [ReasonCode.badUserNameOrPassword, .notAuthorized] {
+            guard case .frame(.loginFail(let fail)) = try connack(refusal) else { Issue.record("\(refusal)"); return }
+            #expect(fail.code == .tokenInvalid, "a refused password is a token to read again, never a stop")
+            #expect(fail.message?.contains("(0x\(String(refusal.rawValue, radix: 16)))") == true && fail.message?.contains("check that [auth]") == true,
+                    "\(fail.message ?? "")")
+        }
+        guard case .frame(.loginFail(let forbidden)) = try connack(.banned) else { Issue.record("0x8a"); return }
         #expect(forbidden.code == .forbidden)
         guard case .frame(.goaway(let busy)) = try connack(.serverBusy) else { Issue.record("0x89"); return }
         #expect(busy.code == .overloaded)

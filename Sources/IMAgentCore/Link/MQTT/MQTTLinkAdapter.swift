@@ -330,6 +330,12 @@ struct MQTTLinkAdapter {
         case .pong:
             guard !pings.isEmpty else { return [] }
             return [.frame(.pong(pings.removeFirst()))]
+        case .refused(let code, _) where code == .badUserNameOrPassword || code == .notAuthorized:
+            // mosquitto and ejabberd answer a wrong or rotated password with 0x87, not 0x86: both are a
+            // token to read again, never a reason to stop (imagent-mqtt(7), FAILURES).
+            let user = settings.username.map { "user name \"\($0)\", " } ?? "no user name, "
+            return [.frame(.loginFail(LoginFail(code: .tokenInvalid, message: "CONNACK: the broker refused the login with \(code) (0x\(String(code.rawValue, radix: 16))); "
+                + "check that [auth] gives the password the broker expects for \(user)client id \"\(settings.clientID)\"; the token is read again and the login retried with backoff")))]
         case .refused(let code, let reference):
             return [Self.failure(code, serverReference: reference, port: port, what: "CONNACK", connecting: true)]
         case .disconnected(let code, let reference):
@@ -403,11 +409,17 @@ struct MQTTLinkAdapter {
             return .frame(.goaway(Goaway(code: .shutdown, message: message, redirect: redirect)))
         case .serverBusy, .serverUnavailable, .quotaExceeded, .connectionRateExceeded, .messageRateTooHigh:
             return .frame(.goaway(Goaway(code: .overloaded, message: message, redirect: redirect)))
-        case .badUserNameOrPassword where connecting:
-            return .frame(.loginFail(LoginFail(code: .tokenInvalid, message: message)))
-        case .notAuthorized, .banned, .clientIdentifierNotValid, .badAuthenticationMethod, .topicNameInvalid:
+        case .badUserNameOrPassword, .notAuthorized:
+            // At CONNECT handled before (a token to read again); on an established link the broker
+            // revoked the login or refused a topic: both may be mended on the broker, so back off.
+            return connecting ? .frame(.loginFail(LoginFail(code: .tokenInvalid, message: message)))
+                : .frame(.error(ErrorFrame(code: .tokenInvalid, message: message)))
+        case .banned, .clientIdentifierNotValid, .badAuthenticationMethod:
+            // Never succeeds again as configured: the link stops until an operator acts.
             return connecting ? .frame(.loginFail(LoginFail(code: .forbidden, message: message)))
                 : .frame(.error(ErrorFrame(code: .forbidden, message: message)))
+        case .topicNameInvalid where !connecting:
+            return .frame(.error(ErrorFrame(code: .forbidden, message: message)))
         case .unsupportedProtocolVersion:
             return .frame(.error(ErrorFrame(code: .versionUnsupported, message: message)))
         default:

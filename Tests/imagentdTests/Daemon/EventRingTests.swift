@@ -52,4 +52,13 @@ import Testing
         #expect(ring.visible(to: 3, isAdmin: false).map(\.timeMS) == [4, 6])
         #expect(ring.count == 4)
     }
+
+    /// imagentd(8) SECURITY states the bounds the daemon uses.
+    @Test func theSecuritySection_statesTheBounds() {
+        let page = readRepositoryFile("man/imagentd.8").split(separator: "\n").joined(separator: " ")
+        let bounds = EventRing.Capacity()
+        #expect(bounds.link == 256 && page.contains("EVENTS answers from the last 256 link and reload events"))
+        #expect(bounds.perUID == 64 && page.contains("of which each uid keeps its last 64"))
+        #expect(bounds.sessions == 512 && page.contains("together at most 512 (when they hold 512, the uid holding the most gives up its oldest)"))
+    }
 }

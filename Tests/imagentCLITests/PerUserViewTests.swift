@@ -85,6 +85,7 @@ struct PerUserViewTests {
             #expect(chmod(daemon.directory, 0o711) == 0)
             _ = try await daemon.waitForLink("connected")
             let rootSession = try openedSession(try await daemon.imagent(["open", "sink", "--json"]))
+            #expect(try await daemon.imagent(["reload"]).status == 0)
 
             // 300 cycles make at least 600 session events, more than the whole history once held.
             let churned = try await asNobody([pythonPath, "-c", Self.churn, daemon.socketPath, "300"],
@@ -109,6 +110,7 @@ struct PerUserViewTests {
                     "root's history lost the link's events: \(asRoot.stdout.prefix(600))")
             #expect(rootEvents.contains { ($0["session"] as? NSNumber)?.uint64Value == rootSession && $0["change"] as? String == "opened" },
                     "root's own session event is gone")
+            #expect(rootEvents.contains { $0["event"] as? String == "reload" })
             #expect(sessionOwners(rootEvents) == [0, Int(Self.nobody)], "an admin sees every user's events")
             // Merged in the order they happened.
             let times = rootEvents.compactMap { ($0["time_ms"] as? NSNumber)?.uint64Value }
@@ -119,6 +121,7 @@ struct PerUserViewTests {
             let nobodyEvents = events(nobodyView)
             #expect(linkStates(nobodyEvents).first == "connecting" && linkStates(nobodyEvents).last == "connected",
                     "uid 65534's history lost the link's events: \(nobodyView.stdout.prefix(600))")
+            #expect(nobodyEvents.contains { $0["event"] as? String == "reload" }, "reloads are everyone's")
             #expect(sessionOwners(nobodyEvents) == [Int(Self.nobody)], "uid 65534 sees its own session events only")
             #expect(!nobodyEvents.contains { ($0["session"] as? NSNumber)?.uint64Value == rootSession })
             // Its churn filled its own share of the history, and no more.

@@ -36,6 +36,7 @@ extension LinkConfiguration {
         agentVersion = DaemonCore.version
         if daemon.server.upstreamProtocol == .mqtt {
             mqtt = MQTTLinkSettings(daemon.mqtt, agentID: agentID, hasToken: daemon.token != nil)
+            mqtt?.maxPayloadBytes = daemon.limits.maxPayloadBytes
         }
     }
 

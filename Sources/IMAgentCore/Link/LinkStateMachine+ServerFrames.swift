@@ -48,13 +48,16 @@ extension LinkStateMachine {
         _ attempt: AttemptID,
         code: WireCode,
         retryAfter: Duration?,
+        message: String? = nil,
         now: MonotonicInstant
     ) -> [LinkAction] {
         guard let connecting = current(attempt, in: .login) else {
             return outOfPhase("LOGIN_FAIL", attempt, now: now)
         }
         let (next, why) = afterCode(code, retryAfter: retryAfter, linkUpSince: nil)
-        let ended = end(connecting, sendError: nil, next: next, reason: "LOGIN_FAIL \(code): \(why)", now: now)
+        // The server's MESSAGE stays in the reason: it is what the log and STATUS show the operator.
+        let said = message.map { " (\($0))" } ?? ""
+        let ended = end(connecting, sendError: nil, next: next, reason: "LOGIN_FAIL \(code)\(said): \(why)", now: now)
         guard code == .tokenInvalid, configuration.retriesChangedTokenAtOnce else { return ended }
         return ended + [.checkTokenChanged]
     }

@@ -21,6 +21,7 @@ enum OutsideLogKind: String, Hashable, Sendable, CaseIterable {
     case protocolViolation = "closing a client that broke the protocol"
     case publishForNoSession = "mqtt: dropping a PUBLISH that no open session takes"
     case publishOutOfTurn = "mqtt: dropping a QoS 0 PUBLISH out of turn"
+    case oversizedPublish = "mqtt: refusing a PUBLISH above the Maximum Packet Size the daemon announced"
 }
 
 /// The rate limit on lines that outside input triggers, as a value: the caller passes the time

@@ -131,6 +131,15 @@ struct MQTTLinkAdapter {
         ending(receiving(packet))
     }
 
+    /// A PUBLISH above our Maximum Packet Size, which the decoder read past (a broker that ignores
+    /// the limit [MQTT-3.1.2-24] would send it again on every new connection if the link only
+    /// closed): acknowledged with 0x83 (Implementation specific error) so that the broker drops
+    /// it, and logged with its session and seq. That seq stays a gap for the session until the
+    /// backend sends it again within the limit; the link and the other sessions go on.
+    mutating func receivedOversized(_ head: OversizedPublish) -> [Output] {
+        ending(refusing(head))
+    }
+
     /// Once an output ends the link, no later PUBACK may turn into an ACK.
     private mutating func ending(_ outputs: [Output]) -> [Output] {
         if outputs.contains(where: \.endsLink) { failed = true }
@@ -285,6 +294,19 @@ struct MQTTLinkAdapter {
         }
         let actions = client!.handle(.received(packet))
         return actions.flatMap { perform($0) }
+    }
+
+    private mutating func refusing(_ head: OversizedPublish) -> [Output] {
+        guard client != nil else { return [.fail("the broker sent PUBLISH before CONNECT")] }
+        let publish = head.publish
+        var details = ["topic": LogText.bounded(publish.topic), "size": "\(head.size)", "limit": "\(maximumPacketSize)"]
+        if let (_, session) = topics.parseDown(publish.topic) { details["session"] = "\(session)" }
+        if let seq = publish.properties.userProperties.first(where: { $0.name == Self.seqProperty }) {
+            details["seq"] = LogText.bounded(seq.value)
+        }
+        let reason = "PUBLISH of \(head.size) bytes exceeds the Maximum Packet Size of \(maximumPacketSize) in CONNECT"
+        return [.warning(.oversizedPublish, details)]
+            + client!.refuse(publish, reasonCode: .implementationSpecificError, reason: reason).flatMap { perform($0) }
     }
 
     private mutating func perform(_ action: ClientSession.Action) -> [Output] {

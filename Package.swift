@@ -41,6 +41,8 @@ let package = Package(
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         // glibc's malloc_trim, which the Glibc module does not export (MemoryTrimmer).
         .systemLibrary(name: "CMalloc"),
+        // Swift concurrency's global enqueue hook, which imagentd points at its event loop.
+        .target(name: "CConcurrencyHook"),
 
         // What tests and test tools share: child processes without Foundation's Process, the handles
         // of imagentd, imagent-refserver and imagent-loadgen, a seeded random generator, temporary
@@ -141,7 +143,7 @@ let package = Package(
         .executableTarget(
             name: "imagentd",
             dependencies: [
-                "IMAgentCore",
+                "IMAgentCore", "CConcurrencyHook",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]

@@ -44,11 +44,13 @@ let package = Package(
         // Swift concurrency's global enqueue hook, which imagentd points at its event loop.
         .target(name: "CConcurrencyHook"),
 
-        // What tests and test tools share: child processes without Foundation's Process, the handles
+        // Child processes without Foundation's Process, dying with their parent: the suite's, and
+        // imagent-refserver beside `imagentd --dev`.
+        .target(name: "CChildProcess"),
+        // What tests and test tools share: child processes, the handles
         // of imagentd, imagent-refserver and imagent-loadgen, a seeded random generator, temporary
         // directories, ports, Unix socket addresses, the delay proxy, sd_notify and network-namespace
         // fixtures. Never linked into imagentd or imagent.
-        .target(name: "CChildProcess"),
         .target(
             name: "IMAgentTestKit",
             dependencies: [
@@ -102,7 +104,7 @@ let package = Package(
             dependencies: ["AgentStore", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")]
         ),
 
-        // The reference IMLink server: a library so tests and the daemon's development mode embed it.
+        // The reference IMLink server: a library so tests and imagent-bench embed it (imagentd does not).
         .target(
             name: "RefServer",
             dependencies: [
@@ -127,7 +129,8 @@ let package = Package(
         .target(
             name: "IMAgentCore",
             dependencies: [
-                "IMLink", "MQTT5", "AgentIPC", "AgentStore", "RefServer", "ConfigFile", "JSONText", "CSystemd", "CMalloc",
+                // Not RefServer: `imagentd --dev` runs imagent-refserver as a child process (CChildProcess).
+                "IMLink", "MQTT5", "AgentIPC", "AgentStore", "ConfigFile", "JSONText", "CSystemd", "CMalloc", "CChildProcess",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "NIOPosix", package: "swift-nio"),

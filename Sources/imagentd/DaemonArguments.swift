@@ -73,7 +73,7 @@ struct DaemonArguments: Equatable {
                                   directory, groups) and exit: 0 when valid, 78 with file:line errors.
           --check-store           Check the store of the --config file with SQLite's integrity check and exit:
                                   0 when sound, 65 when damaged. The daemon must be stopped.
-          --dev                   Development mode: no configuration file, an embedded loopback reference server.
+          --dev                   Development mode: no configuration file, the imagent-refserver beside imagentd on loopback.
           --dev-dir <dir>         Folder for development mode's state, token and socket. (default: .dev)
           --version               Show the version.
           -h, --help              Show help information.

@@ -65,7 +65,7 @@ public struct DaemonMain {
         let logLevel = DaemonLogging.bootstrap(level: .info)
         let logger = Logger(label: "imagentd")
         if development {
-            let dev = try await DevelopmentMode.start(directory: developmentDirectory)
+            let dev = try DevelopmentMode.start(directory: developmentDirectory)
             printLine("imagentd (development mode): socket \(dev.configuration.ipc.socket), reference server \(dev.server.address)")
             printLine("try: IMAGENT_SOCKET=\(dev.configuration.ipc.socket) imagent status")
             try await withStore(of: dev.configuration, configPath: nil, logger: logger) {
@@ -73,7 +73,7 @@ public struct DaemonMain {
                                            passedSockets: passedSockets,
                                            logLevel: logLevel, logger: logger)
             }
-            try await dev.server.stop()
+            dev.server.stop()
             return
         }
 

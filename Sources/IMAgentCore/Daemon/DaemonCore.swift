@@ -357,6 +357,7 @@ final class DaemonCore: IPCRequestHandler {
         json.field("server_clock_offset_ms", linkStatus.serverClockOffsetMS)
         json.field("server_certificate_expires_ms", linkStatus.serverCertificateNotAfterUnixMS)
         json.field("unconfigured", linkStatus.unconfigured)
+        if let grant = linkStatus.brokerGrant { json.raw("mqtt_broker", grant.json) }
         json.endObject()
         json.beginObject("daemon")
         json.field("version", Self.version)

@@ -16,6 +16,9 @@ let package = Package(
         .executable(name: "fuzz-imlink", targets: ["fuzz-imlink"]),
         .executable(name: "fuzz-ipc", targets: ["fuzz-ipc"]),
         .executable(name: "fuzz-mqtt5", targets: ["fuzz-mqtt5"]),
+        .executable(name: "fuzz-toml", targets: ["fuzz-toml"]),
+        .executable(name: "fuzz-mqtt-session", targets: ["fuzz-mqtt-session"]),
+        .executable(name: "fuzz-ipc-client", targets: ["fuzz-ipc-client"]),
         .library(name: "IMLink", targets: ["IMLink"]),
         .library(name: "AgentIPC", targets: ["AgentIPC"]),
         .library(name: "AgentStore", targets: ["AgentStore"]),
@@ -38,12 +41,16 @@ let package = Package(
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         // glibc's malloc_trim, which the Glibc module does not export (MemoryTrimmer).
         .systemLibrary(name: "CMalloc"),
+        // Swift concurrency's global enqueue hook, which imagentd points at its event loop.
+        .target(name: "CConcurrencyHook"),
 
-        // What tests and test tools share: child processes without Foundation's Process, the handles
+        // Child processes without Foundation's Process, dying with their parent: the suite's, and
+        // imagent-refserver beside `imagentd --dev`.
+        .target(name: "CChildProcess"),
+        // What tests and test tools share: child processes, the handles
         // of imagentd, imagent-refserver and imagent-loadgen, a seeded random generator, temporary
         // directories, ports, Unix socket addresses, the delay proxy, sd_notify and network-namespace
         // fixtures. Never linked into imagentd or imagent.
-        .target(name: "CChildProcess"),
         .target(
             name: "IMAgentTestKit",
             dependencies: [
@@ -97,7 +104,7 @@ let package = Package(
             dependencies: ["AgentStore", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")]
         ),
 
-        // The reference IMLink server: a library so tests and the daemon's development mode embed it.
+        // The reference IMLink server: a library so tests and imagent-bench embed it (imagentd does not).
         .target(
             name: "RefServer",
             dependencies: [
@@ -122,7 +129,8 @@ let package = Package(
         .target(
             name: "IMAgentCore",
             dependencies: [
-                "IMLink", "MQTT5", "AgentIPC", "AgentStore", "RefServer", "ConfigFile", "JSONText", "CSystemd", "CMalloc",
+                // Not RefServer: `imagentd --dev` runs imagent-refserver as a child process (CChildProcess).
+                "IMLink", "MQTT5", "AgentIPC", "AgentStore", "ConfigFile", "JSONText", "CSystemd", "CMalloc", "CChildProcess",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -138,7 +146,7 @@ let package = Package(
         .executableTarget(
             name: "imagentd",
             dependencies: [
-                "IMAgentCore",
+                "IMAgentCore", "CConcurrencyHook",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
@@ -218,6 +226,27 @@ let package = Package(
             name: "fuzz-mqtt5",
             dependencies: ["MQTT5", "FuzzReplay", .product(name: "NIOCore", package: "swift-nio")],
             path: "fuzz/mqtt5"
+        ),
+        // The next three reach internal types (`@testable import`): scripts/fuzz builds them with
+        // -enable-testing, as a debug build is.
+        .executableTarget(
+            name: "fuzz-toml",
+            dependencies: ["ConfigFile", "IMAgentCore", "FuzzReplay"],
+            path: "fuzz/toml"
+        ),
+        .executableTarget(
+            name: "fuzz-mqtt-session",
+            dependencies: ["IMAgentCore", "IMLink", "MQTT5", "FuzzReplay", .product(name: "NIOCore", package: "swift-nio")],
+            path: "fuzz/mqtt-session"
+        ),
+        .executableTarget(
+            name: "fuzz-ipc-client",
+            dependencies: [
+                "AgentIPC", "FuzzReplay",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ],
+            path: "fuzz/ipc-client"
         ),
 
         .testTarget(

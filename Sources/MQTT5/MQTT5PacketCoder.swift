@@ -3,14 +3,21 @@ import NIOCore
 /// Turns inbound bytes into `Packet`s on a channel, one per call.
 ///
 /// `maxPacketSize` is the Maximum Packet Size this side announced in CONNECT;
-/// a larger packet is refused from its fixed header (§3.1.2.11.4).
+/// a larger packet is refused from its fixed header (§3.1.2.11.4). With
+/// `readsPastOversizedPublish`, a larger PUBLISH is not refused: its head goes up the
+/// pipeline as a user inbound event (`OversizedPublish`) and the rest of it is read
+/// past as it arrives, never held (`OversizedPublish` says why).
 public struct MQTT5PacketDecoder: NIOSingleStepByteToMessageDecoder {
     public typealias InboundOut = Packet
 
     public var maxPacketSize: Int
+    public var readsPastOversizedPublish: Bool
+    /// Bytes of an oversized PUBLISH still to read past.
+    private var skipping = 0
 
-    public init(maxPacketSize: Int = Packet.largestSize) {
+    public init(maxPacketSize: Int = Packet.largestSize, readsPastOversizedPublish: Bool = false) {
         self.maxPacketSize = maxPacketSize
+        self.readsPastOversizedPublish = readsPastOversizedPublish
     }
 
     public mutating func decode(buffer: inout ByteBuffer) throws -> Packet? {
@@ -24,7 +31,25 @@ public struct MQTT5PacketDecoder: NIOSingleStepByteToMessageDecoder {
     /// What `NIOSingleStepByteToMessageDecoder` does by default, here so it is specialized: the
     /// default is generic, and looked up the metadata of `Optional<Packet>` for every frame.
     public mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
-        guard let decoded = try decode(buffer: &buffer) else { return .needMoreData }
+        if skipping > 0 {
+            let count = min(skipping, buffer.readableBytes)
+            buffer.moveReaderIndex(forwardBy: count)
+            skipping -= count
+            return skipping == 0 ? .continue : .needMoreData
+        }
+        let decoded: Packet?
+        do {
+            decoded = try PacketParser.parse(&buffer, maxPacketSize: maxPacketSize)
+        } catch {
+            guard case .packetTooLarge = error, readsPastOversizedPublish else { throw error }
+            guard let (head, skip) = try PacketParser.oversizedPublishHead(&buffer, maxPacketSize: maxPacketSize) else {
+                return .needMoreData
+            }
+            skipping = skip
+            context.fireUserInboundEventTriggered(head)
+            return .continue
+        }
+        guard let decoded else { return .needMoreData }
         context.fireChannelRead(Self.wrapInboundOut(decoded))
         return .continue
     }

@@ -42,6 +42,23 @@ public final class SQLiteDatabase {
         try execute("PRAGMA synchronous=\(synchronous.rawValue)")
     }
 
+    /// Opens the existing database at `path` for reading only: no file is
+    /// created, the journal mode and durability are left as the file has
+    /// them, and a write fails with `SQLITE_READONLY`.
+    public init(readingOnly path: String, busyTimeoutMS: Int32 = 5000) throws(SQLiteError) {
+        var raw: OpaquePointer?
+        let result = sqlite3_open_v2(path, &raw, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX, nil)
+        guard result == SQLITE_OK, let raw else {
+            let error = SQLiteError.from(code: result, handle: raw, context: "open \(path) read-only")
+            sqlite3_close_v2(raw)
+            throw error
+        }
+        sqlite3_extended_result_codes(raw, 1)
+        self.handle = raw
+        self.path = path
+        sqlite3_busy_timeout(raw, busyTimeoutMS)
+    }
+
     deinit {
         // v2 defers the close until every statement is finalized, so a
         // statement that outlives us cannot touch freed memory.

@@ -1,4 +1,4 @@
-/// `imagentd`'s command line: four options, `--help` and `--version`.
+/// `imagentd`'s command line: five options, `--help` and `--version`.
 ///
 /// Options take their value as the next argument or after `=`
 /// (`--config FILE`, `--config=FILE`); the last of a repeated option wins.
@@ -12,6 +12,7 @@ struct DaemonArguments: Equatable {
     var action = Action.run
     var configPath = "/etc/imagent/imagentd.toml"
     var checkConfigPath: String?
+    var checkStore = false
     var development = false
     var developmentDirectory = ".dev"
 
@@ -33,6 +34,7 @@ struct DaemonArguments: Equatable {
             switch name {
             case "--config": configPath = try value()
             case "--check-config": checkConfigPath = try value()
+            case "--check-store" where attached == nil: checkStore = true
             case "--dev-dir": developmentDirectory = try value()
             case "--dev" where attached == nil: development = true
             case "-h": action = .help
@@ -51,7 +53,7 @@ struct DaemonArguments: Equatable {
     }
 
     static let usage = """
-        Usage: imagentd [--config <file>] [--check-config <file>] [--dev] [--dev-dir <dir>]
+        Usage: imagentd [--config <file>] [--check-config <file>] [--check-store] [--dev] [--dev-dir <dir>]
           See 'imagentd --help' for more information.
         """
 
@@ -60,16 +62,18 @@ struct DaemonArguments: Equatable {
 
         Local programs connect to the IPC socket (Agent IPC/1, imagent-ipc(7)); `imagent` queries and controls \
         the daemon. Signals: SIGTERM and SIGINT shut down gracefully, SIGHUP re-reads the configuration. Exit \
-        status: 0 after a clean shutdown, 78 when the configuration file is invalid, 1 when the daemon cannot \
-        start or run.
+        status: 0 after a clean shutdown, 78 when the configuration file or the store directory is invalid, 65 \
+        when the store database is damaged, 1 when the daemon cannot start or run.
 
-        USAGE: imagentd [--config <file>] [--check-config <file>] [--dev] [--dev-dir <dir>]
+        USAGE: imagentd [--config <file>] [--check-config <file>] [--check-store] [--dev] [--dev-dir <dir>]
 
         OPTIONS:
           --config <file>         Run with this configuration file. (default: /etc/imagent/imagentd.toml)
           --check-config <file>   Check this configuration file and what it names (readable files, the store
                                   directory, groups) and exit: 0 when valid, 78 with file:line errors.
-          --dev                   Development mode: no configuration file, an embedded loopback reference server.
+          --check-store           Check the store of the --config file with SQLite's integrity check and exit:
+                                  0 when sound, 65 when damaged. The daemon must be stopped.
+          --dev                   Development mode: no configuration file, the imagent-refserver beside imagentd on loopback.
           --dev-dir <dir>         Folder for development mode's state, token and socket. (default: .dev)
           --version               Show the version.
           -h, --help              Show help information.

@@ -15,16 +15,13 @@ import NIOPosix
 /// replaced before any task runs (see `main()`).
 @main
 struct IMAgentDaemon {
-    /// Runs `asyncMain()` with Swift concurrency's jobs on one NIO thread
-    /// instead of libdispatch's worker pool. On Linux, the first worker thread
-    /// that libdispatch starts for a global queue also starts its pool monitor,
-    /// a timer that wakes the process once a second for as long as it lives
-    /// (`_dispatch_workq_monitor_pools`), which an idle daemon measured as
-    /// 60 of its 69 context switches a minute. NIO's event loop threads sleep in
-    /// `epoll_wait` until there is work.
+    /// Runs `asyncMain()` with Swift concurrency's jobs on the daemon's one
+    /// event loop thread (`ConcurrencyOnEventLoop`), set up before any task runs.
     static func main() {
         NIOSingletons.groupLoopCountSuggestion = 1
-        NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
+        if !ConcurrencyOnEventLoop.install() {
+            printError("imagentd: warning: Swift concurrency stays on libdispatch's threads, which wake an idle daemon every second")
+        }
         let done = MultiThreadedEventLoopGroup.singleton.next().makePromise(of: Void.self)
         Task.detached {
             await asyncMain()
@@ -55,7 +52,7 @@ struct IMAgentDaemon {
         }
         do {
             try await DaemonMain(configPath: arguments.configPath, checkConfigPath: arguments.checkConfigPath,
-                                 development: arguments.development,
+                                 checkStore: arguments.checkStore, development: arguments.development,
                                  developmentDirectory: arguments.developmentDirectory).run()
         } catch let exit as DaemonExit {
             Glibc.exit(exit.status)

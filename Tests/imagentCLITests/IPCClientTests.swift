@@ -233,6 +233,50 @@ import Testing
         }
     }
 
+    /// A peer at the socket that announces 4 GiB cannot make the client send or buffer more than
+    /// any imagentd allows: MAX_PAYLOAD counts as 16 MiB, and a frame above 16 MiB + 64 KiB ends
+    /// the connection from its first four bytes.
+    @Test(.timeLimit(.minutes(1))) func aWelcomeAboveTheCeiling_countsAsTheCeiling_bothWays() async throws {
+        let ceiling = IPCClient.maxPayloadCeiling
+        #expect(ceiling == 16 << 20)
+        var script = FakeDaemon.Script()
+        script.maxPayload = .max
+        script.inbound = [7: [[UInt8](repeating: 0x5A, count: Int(ceiling) + 65_536 + 1)]]
+        try await withFakeDaemon(script) { daemon in
+            let client = try await IPCClient.connect(socketPath: daemon.socketPath, clientName: "t")
+            #expect(client.welcome.maxPayload == ceiling)
+            await #expect(throws: IPCClientError.payloadTooLarge(size: Int(ceiling) + 1, limit: ceiling)) {
+                try await client.send(session: 7, payload: ByteBuffer(repeating: 1, count: Int(ceiling) + 1))
+            }
+            _ = try await client.attach(session: 7)
+            let error = await #expect(throws: IPCClientError.self) {
+                for try await _ in client.events {}
+            }
+            guard case .protocolViolation(let detail) = error else {
+                Issue.record("expected a protocol violation, got \(String(describing: error))")
+                return
+            }
+            #expect(detail.contains("above the limit of \(UInt64(ceiling) + 65_536) bytes"))
+            await client.close()
+            #expect(daemon.received(.send).isEmpty)
+        }
+    }
+
+    @Test func aWelcomeWithMaxPayload0_isRefusedAtConnect() async throws {
+        var script = FakeDaemon.Script()
+        script.maxPayload = 0
+        try await withFakeDaemon(script) { daemon in
+            let error = await #expect(throws: IPCClientError.self) {
+                try await IPCClient.connect(socketPath: daemon.socketPath, clientName: "t")
+            }
+            guard case .protocolViolation(let detail) = error else {
+                Issue.record("expected a protocol violation, got \(String(describing: error))")
+                return
+            }
+            #expect(detail.contains("MAX_PAYLOAD of 0"))
+        }
+    }
+
     @Test func noSocket_saysTheDaemonIsNotRunning_andHowToStartIt() async throws {
         let path = try FakeDaemon.makeTemporaryDirectory() + "/absent.sock"
         let error = await #expect(throws: IPCClientError.self) {

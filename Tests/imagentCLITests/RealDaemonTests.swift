@@ -160,9 +160,24 @@ struct RealDaemonTests {
 
     @Test func aSecondDaemon_onTheSameSocket_refusesToStart() async throws {
         try await withRealDaemon { daemon in
-            let second = try await run(RealDaemon.binary, ["--config", daemon.configPath])
+            // Its own store, so that the socket is what it is refused for.
+            let store = daemon.directory + "/second-store"
+            let config = try String(contentsOfFile: daemon.configPath, encoding: .utf8)
+                .replacingOccurrences(of: "[store]\ndirectory = \"\(daemon.directory)\"", with: "[store]\ndirectory = \"\(store)\"")
+            try #require(config.contains(store))
+            try config.write(toFile: daemon.directory + "/second.toml", atomically: true, encoding: .utf8)
+            let second = try await run(RealDaemon.binary, ["--config", daemon.directory + "/second.toml"])
             #expect(second.status != 0)
             #expect(second.stderr.contains("another imagentd is already serving \(daemon.socketPath)"))
+            #expect(try await daemon.imagent(["ping"]).status == 0)
+        }
+    }
+
+    @Test func aSecondDaemon_onTheSameStore_refusesToStart() async throws {
+        try await withRealDaemon { daemon in
+            let second = try await run(RealDaemon.binary, ["--config", daemon.configPath])
+            #expect(second.status == 1)
+            #expect(second.stderr.contains("the store \(daemon.directory) is in use by another process"), "\(second.stderr)")
             #expect(try await daemon.imagent(["ping"]).status == 0)
         }
     }

@@ -19,7 +19,7 @@ import NIOCore
 /// `IPCClientError.refused(op:code:message:)`. When the connection ends, every
 /// pending request fails with the same error and `events` ends with it.
 public final class IPCClient: Sendable {
-    /// What the daemon said in WELCOME: its version, MAX_PAYLOAD and link state.
+    /// What the daemon said in WELCOME: its version, MAX_PAYLOAD (at most `maxPayloadCeiling`) and link state.
     public let welcome: IPCMessage.Welcome
     /// The socket this client is connected to, and how it was chosen.
     public let socketPath: IPCSocketPath
@@ -55,17 +55,7 @@ public final class IPCClient: Sendable {
         let connection = try await IPCConnection.connect(to: location, timeout: timeout)
         do {
             let hello = IPCMessage.hello(.init(ipcVersion: 1, clientName: Self.truncatedName(clientName)))
-            let reply = try await connection.exchange(hello, timeout: timeout)
-            let welcome: IPCMessage.Welcome
-            switch reply {
-            case .welcome(let value): welcome = value
-            case .error(let error): throw IPCClientError.refused(op: .hello, code: error.code, message: error.message)
-            default: throw IPCClientError.unexpectedReply(op: .hello, reply: reply.op)
-            }
-            guard welcome.ipcVersion == 1 else {
-                throw IPCClientError.versionUnsupported(daemonIPCVersion: welcome.ipcVersion,
-                                                        daemonVersion: welcome.daemonVersion)
-            }
+            let welcome = try acceptWelcome(try await connection.exchange(hello, timeout: timeout))
             try await connection.setMaxPayload(welcome.maxPayload)
             return IPCClient(connection: connection, welcome: welcome, events: try await connection.events,
                              requestTimeout: timeout)

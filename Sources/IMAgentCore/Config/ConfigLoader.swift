@@ -127,6 +127,7 @@ private struct Reader {
                 string(v, length: 0...300).map { c.prometheusListen = $0 }.failure
                     ?? (c.prometheusListen.isEmpty ? nil : endpointProblem(c.prometheusListen))
             }),
+            ("prometheus_allow_remote", { c, v in boolean(v).map { c.prometheusAllowRemote = $0 }.failure }),
         ]),
     ]
 
@@ -179,6 +180,10 @@ private struct Reader {
         }
         if c.server.upstreamProtocol == .mqtt, c.mqtt.clientID.isEmpty, let message = c.mqtt.agentIDProblem(c.server.agentID) {
             problem(document.line("server", "agent_id"), message)
+        }
+        if !c.prometheusListen.isEmpty, !c.prometheusAllowRemote,
+           let endpoint = Endpoint(parsing: c.prometheusListen), !endpoint.isLoopback {
+            problem(document.line("metrics", "prometheus_listen"), "metrics.prometheus_listen: \"\(c.prometheusListen)\" is not a loopback address: the endpoint has no authentication, so anyone who can reach it would read every user's metrics; listen on 127.0.0.1 or [::1], or set [metrics] prometheus_allow_remote = true if that network may read them")
         }
         if c.limits.maxPayloadBytes > Int(c.server.maxFrameBytes) {
             problem(document.line("limits", "max_payload_bytes"), "limits.max_payload_bytes (\(c.limits.maxPayloadBytes)) is above server.max_frame_bytes (\(c.server.maxFrameBytes)): such messages could never be received")

@@ -104,6 +104,8 @@ struct DaemonConfiguration: Hashable, Sendable {
     var watchNetwork = true
     /// `host:port` of a Prometheus text endpoint on loopback; empty: off.
     var prometheusListen = ""
+    /// Consent to serve the Prometheus endpoint at an address off loopback (it has no authentication).
+    var prometheusAllowRemote = false
 }
 
 extension DaemonConfiguration.Durability: CaseIterable {}

@@ -13,6 +13,9 @@ enum SecurityWarnings {
         } else if !c.server.tls.verify {
             warnings.append("[server.tls] verify = false: the server's certificate is not checked, so anyone on the path can pose as the server and read the token")
         }
+        if !c.prometheusListen.isEmpty, let endpoint = Endpoint(parsing: c.prometheusListen), !endpoint.isLoopback {
+            warnings.append("[metrics] prometheus_allow_remote = true: anyone who can reach \(c.prometheusListen) reads every user's metrics, without authentication")
+        }
         if case .file(let path)? = c.token, let warning = TokenSource.permissionWarning(path) {
             warnings.append(warning)
         }

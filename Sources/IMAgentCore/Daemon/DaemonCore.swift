@@ -357,6 +357,7 @@ final class DaemonCore: IPCRequestHandler {
         json.field("server_clock_offset_ms", linkStatus.serverClockOffsetMS)
         json.field("server_certificate_expires_ms", linkStatus.serverCertificateNotAfterUnixMS)
         json.field("unconfigured", linkStatus.unconfigured)
+        if let grant = linkStatus.brokerGrant { json.raw("mqtt_broker", grant.json) }
         json.endObject()
         json.beginObject("daemon")
         json.field("version", Self.version)
@@ -365,18 +366,25 @@ final class DaemonCore: IPCRequestHandler {
         if owner == nil { json.field("clients", clients.count) }
         json.endObject()
         json.beginObject("sessions")
-        let counts = owner.map(sessions.counts(owner:)) ?? sessions.counts
+        let counts = ownCounts(owner)
         if let owner { json.field("owner", owner) }
         json.field("count", counts.sessions)
         json.field("outbox", counts.outbox)
         json.field("inbox", counts.inbox)
-        let queue = sessions.queueBytes
-        json.field("outbox_bytes", queue.outbox)
+        json.field("outbox_bytes", counts.outboxBytes)
         json.endObject()
-        // The store is the daemon's, not one user's: admins only.
-        if owner == nil { writeStore(into: &json, memoryBytes: queue.memory) }
+        // The store is the daemon's, not one user's, and the memory it holds reflects every
+        // user's traffic: admins only.
+        if owner == nil { writeStore(into: &json, memoryBytes: sessions.queueBytes.memory) }
         json.endObject()
         return json.text
+    }
+
+    /// STATUS's `sessions` figures: every session for `owner` nil, else that uid's only.
+    private func ownCounts(_ owner: UInt32?) -> (sessions: Int, outbox: Int, inbox: Int, outboxBytes: Int) {
+        if let owner { return sessions.counts(owner: owner) }
+        let all = sessions.counts
+        return (all.sessions, all.outbox, all.inbox, sessions.queueBytes.outbox)
     }
 
     /// STATUS's `store` object.

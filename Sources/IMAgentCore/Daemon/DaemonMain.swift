@@ -1,11 +1,12 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import AgentStore
 import Logging
 
 /// What `imagentd` does once its command line is parsed: check a
-/// configuration file, or run the daemon (from a file, or in development
-/// mode). The executable keeps `main` and the argument parsing; everything
+/// configuration file or a stopped daemon's store, or run the daemon (from
+/// a file, or in development mode). The executable keeps `main` and the argument parsing; everything
 /// after them lives here, in the library the tests exercise.
 public struct DaemonMain {
     /// The version `imagentd --version` prints.
@@ -13,12 +14,15 @@ public struct DaemonMain {
 
     var configPath: String
     var checkConfigPath: String?
+    var checkStore: Bool
     var development: Bool
     var developmentDirectory: String
 
-    public init(configPath: String, checkConfigPath: String?, development: Bool, developmentDirectory: String) {
+    public init(configPath: String, checkConfigPath: String?, checkStore: Bool = false, development: Bool,
+                developmentDirectory: String) {
         self.configPath = configPath
         self.checkConfigPath = checkConfigPath
+        self.checkStore = checkStore
         self.development = development
         self.developmentDirectory = developmentDirectory
     }
@@ -44,6 +48,11 @@ public struct DaemonMain {
                 throw DaemonExit(status: 78)  // EX_CONFIG, as a start on this file would exit
             }
         }
+        if checkStore {
+            let status = StoreCheck.run(configPath: configPath)
+            guard status == 0 else { throw DaemonExit(status: status) }
+            return
+        }
 
         // Listening sockets from systemd are taken first, before anything could start a child process.
         let passedSockets: [Int32]
@@ -56,13 +65,15 @@ public struct DaemonMain {
         let logLevel = DaemonLogging.bootstrap(level: .info)
         let logger = Logger(label: "imagentd")
         if development {
-            let dev = try await DevelopmentMode.start(directory: developmentDirectory)
+            let dev = try DevelopmentMode.start(directory: developmentDirectory)
             printLine("imagentd (development mode): socket \(dev.configuration.ipc.socket), reference server \(dev.server.address)")
             printLine("try: IMAGENT_SOCKET=\(dev.configuration.ipc.socket) imagent status")
-            try await DaemonRunner.run(configuration: dev.configuration, reload: nil, configPath: "development mode",
-                                       passedSockets: passedSockets,
-                                       logLevel: logLevel, logger: logger)
-            try await dev.server.stop()
+            try await withStore(of: dev.configuration, configPath: nil, logger: logger) {
+                try await DaemonRunner.run(configuration: dev.configuration, reload: nil, configPath: "development mode",
+                                           passedSockets: passedSockets,
+                                           logLevel: logLevel, logger: logger)
+            }
+            dev.server.stop()
             return
         }
 
@@ -77,8 +88,50 @@ public struct DaemonMain {
         }
         logLevel.level = Logger.Level(configuration.logLevel)
         let path = configPath
-        try await DaemonRunner.run(configuration: configuration, reload: { try ConfigFileReader.load(path) },
-                                   configPath: path, passedSockets: passedSockets, logLevel: logLevel, logger: logger)
+        try await withStore(of: configuration, configPath: path, logger: logger) {
+            try await DaemonRunner.run(configuration: configuration, reload: { try ConfigFileReader.load(path) },
+                                       configPath: path, passedSockets: passedSockets, logLevel: logLevel, logger: logger)
+        }
+    }
+
+    /// Runs `daemon` with the store set up and locked for its lifetime, and
+    /// turns what no restart can fix into exit statuses: a store directory or
+    /// file that is not as it must be (78, as an invalid configuration), a
+    /// damaged database (`StoreCheck.damagedStatus`).
+    private func withStore(of configuration: DaemonConfiguration, configPath: String?, logger: Logger,
+                           _ daemon: () async throws -> Void) async throws {
+        let directory = configuration.store.directory
+        let database = SQLiteSessionPersistence.path(inDirectory: directory)
+        let lock: StoreLock
+        do {
+            // Here and not only in DaemonRunner: the lock needs the directory, and the
+            // checks' failures need their exit status. Running them again there changes nothing.
+            for warning in try StoreFiles.prepare(directory: directory, database: database) { logger.warning("\(warning)") }
+            lock = try StoreLock.acquire(directory: directory)
+        } catch let error as StoreFilesError where error.isSetup {
+            printError("imagentd: not started: \(error)")
+            throw DaemonExit(status: 78)
+        } catch StoreLock.Failure.inUse {
+            printError("imagentd: not started: the store \(directory) is in use by another process (an imagentd, or "
+                + "imagentd --check-store); stop it first, or give this daemon a [store] directory of its own")
+            throw DaemonExit(status: 1)
+        } catch {
+            printError("imagentd: not started: \(error)")
+            throw DaemonExit(status: 1)
+        }
+        defer { lock.release() }
+        do {
+            try await daemon()
+        } catch let error as StoreFilesError where error.isSetup {
+            printError("imagentd: not started: \(error)")
+            throw DaemonExit(status: 78)
+        } catch let error where error is StoreError || error is SessionPersistenceError {
+            // Whether the file is damaged, SQLite says, whichever layer reported the failure.
+            guard case .damaged(let problems)? = try? StoreIntegrity.check(path: database, quick: true) else { throw error }
+            printError("imagentd: \(error)")
+            printError(StoreCheck.damagedAtStart(database: database, problems: problems, configPath: configPath))
+            throw DaemonExit(status: StoreCheck.damagedStatus)
+        }
     }
 }
 

@@ -15,7 +15,7 @@ enum DaemonRunner {
                     configPath: String = "the configuration file",
                     passedSockets: [Int32], logLevel: LiveLogLevel, logger: Logger) async throws {
         let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint, .sighup)
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let group = MultiThreadedEventLoopGroup.singleton  // imagentd's one event loop thread, which runs Swift concurrency's jobs too
         let loop = group.next()
         let notifier = SystemdNotifier()
 

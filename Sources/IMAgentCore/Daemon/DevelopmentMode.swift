@@ -1,17 +1,16 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import Logging
-import RefServer
 
-/// `imagentd --dev`: no configuration file, an embedded reference server on
-/// loopback, and state, token and socket in one local folder.
+/// `imagentd --dev`: no configuration file, the reference server on loopback
+/// beside the daemon (`DevelopmentServer`), and state, token, socket and the
+/// server's log in one local folder.
 struct DevelopmentMode {
     let directory: String
-    let server: RefServer
+    let server: DevelopmentServer
     let configuration: DaemonConfiguration
 
-    static func start(directory relative: String) async throws -> DevelopmentMode {
+    static func start(directory relative: String) throws -> DevelopmentMode {
         let directory = absolute(relative)
         for path in [directory, directory + "/state"] where mkdir(path, 0o700) != 0 && errno != EEXIST {
             throw DevelopmentModeError("cannot create \(path): \(String(cString: strerror(errno)))")
@@ -19,10 +18,8 @@ struct DevelopmentMode {
         let tokenFile = directory + "/token"
         // A fixed development token: the folder is private (0700) and the server listens on loopback only.
         try write("dev-token\n", to: tokenFile)
-        let server = try await RefServer.start(
-            configuration: RefServerConfiguration(host: "127.0.0.1", port: 0, tokenFile: tokenFile,
-                                                  statePath: directory + "/refserver.sqlite3"),
-            logger: Logger(label: "imagent-refserver"))
+        let server = try DevelopmentServer.start(tokenFile: tokenFile, statePath: directory + "/refserver.sqlite3",
+                                                 logPath: directory + "/refserver.log")
         var configuration = DaemonConfiguration()
         configuration.server.endpoints = [server.address]
         configuration.server.tls.enabled = false  // the loopback reference server has no certificate

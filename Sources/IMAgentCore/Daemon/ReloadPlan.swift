@@ -56,6 +56,7 @@ struct ReloadPlan {
         restart("limits.outbox_bytes", \.limits.outboxBytes)
         restart("limits.uid_outbox_bytes", \.limits.uidOutboxBytes)
         restart("metrics", \.prometheusListen)
+        restart("metrics.prometheus_allow_remote", \.prometheusAllowRemote)
     }
 }
 

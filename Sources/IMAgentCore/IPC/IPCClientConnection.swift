@@ -44,7 +44,11 @@ final class IPCClientConnection {
     /// False while the client is not reading fast enough: stop sending it messages.
     var isWritable: Bool { channel.isWritable }
 
-    var label: String { name.isEmpty ? "client \(id) (\(peer))" : "client \(id) \"\(name)\" (\(peer))" }
+    /// For logs: CLIENT_NAME is the client's own text, so it is cut short.
+    var label: String { name.isEmpty ? "client \(id) (\(peer))" : "client \(id) \"\(LogText.bounded(name))\" (\(peer))" }
+
+    /// The loop this client is served on (for the log's timers).
+    var eventLoop: any EventLoop { channel.eventLoop }
 
     func reply(to request: UInt32, _ message: IPCMessage) {
         guard request != 0 || !message.isSilentSuccess else { return }

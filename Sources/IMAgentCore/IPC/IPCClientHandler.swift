@@ -25,9 +25,11 @@ final class IPCClientHandler: ChannelInboundHandler {
     func handlerAdded(context: ChannelHandlerContext) {
         let client = self.client
         let logger = self.logger
+        let eventLoop = context.eventLoop
         helloDeadline = context.eventLoop.assumeIsolated().scheduleTask(in: Self.helloTimeout) {
             guard !client.greeted else { return }
-            logger.notice("closing a client that sent no HELLO", metadata: ["client": "\(client.label)"])
+            OutsideLog.shared.log(.noHello, from: .uid(client.peer.uid), metadata: ["client": "\(client.label)"],
+                                  to: logger, eventLoop: eventLoop)
             client.closeWithError(.badRequest, "no HELLO within \(Self.helloTimeout.nanoseconds / 1_000_000_000) seconds")
         }
     }
@@ -76,7 +78,9 @@ final class IPCClientHandler: ChannelInboundHandler {
     }
 
     private func refuse(request: UInt32, _ code: IPCErrorCode, _ text: String) {
-        logger.notice("closing a client that broke the protocol", metadata: ["client": "\(client.label)", "error": "\(text)"])
+        OutsideLog.shared.log(.protocolViolation, from: .uid(client.peer.uid),
+                              metadata: ["client": "\(client.label)", "error": "\(LogText.bounded(text))"],
+                              to: logger, eventLoop: client.eventLoop)
         client.closeWithError(request: request, code, text)
     }
 

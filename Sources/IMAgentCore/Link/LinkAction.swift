@@ -128,6 +128,9 @@ enum LinkAction: Hashable, Sendable {
     /// Get the token: the cached one unless `dropCached`, then a fresh one.
     /// Report `tokenObtained` or `stageFailed(.token)`.
     case obtainToken(AttemptID, dropCached: Bool)
+    /// Read the token again, uncached, and report `tokenChanged` when it differs from the cached
+    /// one the server just refused; report nothing otherwise (the backoff goes on).
+    case checkTokenChanged
     /// Resolve the endpoint. Report `resolved` or `stageFailed(.resolve)`.
     case resolve(AttemptID, Endpoint)
     /// Connect to one of the addresses, giving up after `timeout` (the TCP

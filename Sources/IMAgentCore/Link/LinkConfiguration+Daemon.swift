@@ -1,3 +1,4 @@
+import CSystemd
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -35,21 +36,36 @@ extension LinkConfiguration {
         agentVersion = DaemonCore.version
         if daemon.server.upstreamProtocol == .mqtt {
             mqtt = MQTTLinkSettings(daemon.mqtt, agentID: agentID, hasToken: daemon.token != nil)
+            mqtt?.maxPayloadBytes = daemon.limits.maxPayloadBytes
         }
     }
 
-    /// A stable AGENT_ID from /etc/machine-id (the same on every start, and
-    /// unique per installation), else from the host name.
+    /// imagent's application id for sd_id128_get_machine_app_specific(3). Fixed for good: every
+    /// installation's default AGENT_ID is derived from it, and a new one would be a new identity.
+    static let agentIDApplication = "68735793a19a4b94a5f5327043e30672"
+
+    /// A stable AGENT_ID (the same on every start, and unique per installation): the machine id
+    /// hashed for this application, as machine-id(5) asks, so the server never learns the host's
+    /// machine id itself; else the host name.
     static func machineAgentID() -> String {
-        if let id = readSmallFile("/etc/machine-id"), !id.isEmpty { return "imagentd-" + id }
+        if let id = machineAppSpecificID() { return "imagentd-" + id }
         var name = [CChar](repeating: 0, count: 256)
         gethostname(&name, name.count)
         let host = name.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
         return "imagentd-" + (host.isEmpty ? "unknown" : host)
     }
 
-    private static func readSmallFile(_ path: String) -> String? {
-        guard let bytes = try? TokenSource.file(path).read(timeout: .seconds(1)) else { return nil }
-        return String(decoding: bytes, as: UTF8.self)
+    /// `sd_id128_get_machine_app_specific` of `agentIDApplication` as 32 lower-case hex digits:
+    /// HMAC-SHA256 keyed by /etc/machine-id over the application id, as a v4 UUID. Nil without a
+    /// machine id.
+    static func machineAppSpecificID() -> String? {
+        var application = sd_id128_t()
+        guard sd_id128_from_string(agentIDApplication, &application) == 0 else { return nil }
+        var derived = sd_id128_t()
+        guard sd_id128_get_machine_app_specific(application, &derived) == 0 else { return nil }
+        var text = [CChar](repeating: 0, count: 33)
+        return text.withUnsafeMutableBufferPointer { buffer in
+            String(cString: sd_id128_to_string(derived, buffer.baseAddress!))
+        }
     }
 }

@@ -127,6 +127,7 @@ struct LinkConfiguration: Hashable, Sendable {
             reconnect: reconnect
         )
         machine.redirectAllow = redirectAllow
+        machine.retriesChangedTokenAtOnce = mqtt != nil
         guard heartbeatProbeStep > .zero else { throw LinkConfigurationError("heartbeat probe step must be positive") }
         let heartbeat = HeartbeatPolicy<SystemRandomNumberGenerator>.Configuration(
             bounds: heartbeatMin...heartbeatMax,

@@ -22,6 +22,8 @@ extension LinkEngineCore {
         case .obtainToken(let attempt, let dropCached):
             attempts += 1
             obtainToken(attempt, dropCached: dropCached)
+        case .checkTokenChanged:
+            checkTokenChanged()
         case .resolve(let attempt, let endpoint):
             attemptEndpoint = (attempt, endpoint)
             resolve(attempt, endpoint, now: now)

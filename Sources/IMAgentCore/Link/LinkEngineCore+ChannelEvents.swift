@@ -49,7 +49,8 @@ extension LinkEngineCore {
             run(machine.loginOK(attempt, heartbeat: ok.heartbeatMS.map { .milliseconds(Int64($0)) }, now: now))
         case .loginFail(let fail):
             lastError = "LOGIN_FAIL \(fail.code)" + (fail.message.map { ": \($0)" } ?? "")
-            run(machine.loginFail(attempt, code: fail.code, retryAfter: fail.retryAfterMS.map { .milliseconds(Int64($0)) }, now: now))
+            run(machine.loginFail(attempt, code: fail.code, retryAfter: fail.retryAfterMS.map { .milliseconds(Int64($0)) },
+                                  message: fail.message.map { LogText.bounded($0, maxBytes: 1_024) }, now: now))
         case .goaway(let goaway):
             var redirect: Endpoint?
             if let text = goaway.redirect {

@@ -28,6 +28,20 @@ extension LinkEngineCore {
         }
     }
 
+    /// After TOKEN_INVALID: the token read again; a different one than the server refused cuts the backoff short.
+    func checkTokenChanged() {
+        guard let refused = token else { return }
+        let source = configuration.token
+        let timeout = configuration.stageTimeout
+        pool.runIfActive(eventLoop: loop) { () throws -> [UInt8] in
+            try source.read(timeout: timeout)
+        }.assumeIsolated().whenComplete { [self] result in
+            guard case .success(let fresh) = result, fresh != refused else { return }
+            logger.notice("\(source) holds a different token than the one the server refused; connecting at once")
+            run(machine.tokenChanged(now: .now))
+        }
+    }
+
     func resolve(_ attempt: AttemptID, _ endpoint: Endpoint, now: MonotonicInstant) {
         if isIPLiteral(endpoint.host) {
             run(machine.resolved(attempt, addresses: [ResolvedAddress(ip: endpoint.host, port: endpoint.port)], now: now))
@@ -76,7 +90,7 @@ extension LinkEngineCore {
                         // The MQTT adapter below the engine: the same frames above it, MQTT 5 below.
                         return try channel.pipeline.syncOperations.addHandlers(
                             LinkByteCounter(engine.traffic),
-                            ByteToMessageHandler(MQTT5PacketDecoder(maxPacketSize: Int(maxPacketSize))),
+                            ByteToMessageHandler(MQTT5PacketDecoder(maxPacketSize: Int(maxPacketSize), readsPastOversizedPublish: true)),
                             handler,
                             LinkFrameCounter(engine.traffic),
                             LinkChannelHandler(attempt: attempt, engine: engine)

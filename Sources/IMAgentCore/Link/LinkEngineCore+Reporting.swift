@@ -23,6 +23,7 @@ extension LinkEngineCore {
         status.lastError = lastError
         status.serverClockOffsetMS = serverClockOffsetMS
         status.serverCertificateNotAfterUnixMS = serverCertificateNotAfterUnixMS
+        if configuration.mqtt != nil { status.brokerGrant = mqttMemory.granted }
         return status
     }
 

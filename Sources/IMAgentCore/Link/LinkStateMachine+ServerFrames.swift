@@ -48,13 +48,33 @@ extension LinkStateMachine {
         _ attempt: AttemptID,
         code: WireCode,
         retryAfter: Duration?,
+        message: String? = nil,
         now: MonotonicInstant
     ) -> [LinkAction] {
         guard let connecting = current(attempt, in: .login) else {
             return outOfPhase("LOGIN_FAIL", attempt, now: now)
         }
         let (next, why) = afterCode(code, retryAfter: retryAfter, linkUpSince: nil)
-        return end(connecting, sendError: nil, next: next, reason: "LOGIN_FAIL \(code): \(why)", now: now)
+        // The server's MESSAGE stays in the reason: it is what the log and STATUS show the operator.
+        let said = message.map { " (\($0))" } ?? ""
+        let ended = end(connecting, sendError: nil, next: next, reason: "LOGIN_FAIL \(code)\(said): \(why)", now: now)
+        guard code == .tokenInvalid, configuration.retriesChangedTokenAtOnce else { return ended }
+        return ended + [.checkTokenChanged]
+    }
+
+    /// The token read after TOKEN_INVALID differs from the one refused: a rotated token, so the
+    /// backoff that the refusal started is cut short. The window stays as the refusal left it.
+    mutating func tokenChanged(now: MonotonicInstant) -> [LinkAction] {
+        switch state {
+        case .disconnected(let waiting):
+            guard case .backoff = waiting else { return [.ignored(reason: "a changed token while waiting for a network")] }
+            return cancel(waiting) + startAttempt(reason: "the token changed since the server refused it", now: now)
+        case .disconnecting(var disconnecting):
+            guard case .reconnect = disconnecting.next else { return [.ignored(reason: "a changed token while disconnecting to stop")] }
+            return replaceNext(&disconnecting, with: .reconnect(.atOnce), reason: "the token changed since the server refused it")
+        case .stopped, .connecting, .connected:
+            return [.ignored(reason: "a changed token while \(phase)")]
+        }
     }
 
     /// GOAWAY arrived: close gracefully and come back as told. Not a failure.

@@ -24,7 +24,7 @@ import IMLink
 /// |----------------------|------------------------------------------------|----------------|
 /// | PROTOCOL, unknown    | after the backoff                              | grows          |
 /// | VERSION_UNSUPPORTED  | none: Stopped until a user connect             | —              |
-/// | TOKEN_INVALID        | after the backoff, with a fresh token          | grows          |
+/// | TOKEN_INVALID        | after the backoff, with a fresh token; at once if the token changed (MQTT only) | grows |
 /// | TOKEN_EXPIRED        | at once, with a fresh token                    | unchanged      |
 /// | FORBIDDEN            | none: Stopped until a user connect             | —              |
 /// | OVERLOADED           | after RETRY_AFTER_MS within 1 s…15 min, + ≤ min(20 %, 1 s); without it the backoff | grows |
@@ -61,6 +61,10 @@ struct LinkStateMachine<Random: RandomNumberGenerator> {
         var reconnect: ReconnectPolicy.Configuration
         /// `[server] redirect_allow`: hosts a REDIRECT may lead to beside `endpoints`.
         var redirectAllow: [String] = []
+        /// After TOKEN_INVALID, read the token again at once and connect at once if it changed (the
+        /// MQTT upstream, where a broker's refused password is how a rotated token shows). IMLink
+        /// keeps wire.md's rule: the fresh token waits for the backoff.
+        var retriesChangedTokenAtOnce = false
 
         init(
             endpoints: [Endpoint],

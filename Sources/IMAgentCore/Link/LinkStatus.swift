@@ -27,6 +27,8 @@ struct LinkStatus: Hashable, Sendable {
     var serverClockOffsetMS: Int64?
     /// When the server's TLS certificate (of the last handshake) expires, Unix ms.
     var serverCertificateNotAfterUnixMS: UInt64?
+    /// What the MQTT broker granted at the last CONNACK; nil for IMLink or before one.
+    var brokerGrant: MQTTBrokerGrant?
     /// Set while the daemon has no endpoints or no usable token: what is missing and what to do.
     var unconfigured: String?
 

@@ -63,9 +63,10 @@ struct MetricsSnapshot {
     /// `imagentd_` prefix, by type (a labelled one as an object by label value,
     /// a histogram as its count and sum), and the whole exposition text as
     /// `prometheus`. For a client that is not an admin (`own` given): the link's
-    /// counters and gauges and its own sessions' counts only; nothing about other
-    /// users, the store or the traffic, no histograms.
-    func json(_ metrics: DaemonMetrics, restrictedTo own: (sessions: Int, outbox: Int, inbox: Int)? = nil) -> String {
+    /// counters and gauges and its own sessions' figures only; nothing about other
+    /// users, the store or the traffic (whose volume is every user's activity), no
+    /// histograms.
+    func json(_ metrics: DaemonMetrics, restrictedTo own: (sessions: Int, outbox: Int, inbox: Int, outboxBytes: Int)? = nil) -> String {
         let admin = own == nil
         var json = JSONWriter()
         json.beginObject()
@@ -100,8 +101,8 @@ struct MetricsSnapshot {
         json.field("sessions", own?.sessions ?? sessions)
         json.field("outbox_messages", own?.outbox ?? outboxMessages)
         json.field("inbox_messages", own?.inbox ?? inboxMessages)
+        json.field("outbox_bytes", own?.outboxBytes ?? outboxBytes)
         if admin {
-            json.field("outbox_bytes", outboxBytes)
             json.field("store_memory_bytes", windowBytes)
             json.field("store_database_bytes", storeDatabaseBytes)
             json.field("store_wal_bytes", storeWALBytes)

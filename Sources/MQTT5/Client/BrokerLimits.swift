@@ -10,6 +10,8 @@ public struct BrokerLimits: Hashable, Sendable {
     /// Topic aliases the broker accepts from the client (§3.2.2.3.8; absent: 0, none).
     public var topicAliasMaximum: Int = 0
     public var retainAvailable = true
+    /// §3.2.2.3.13; absent: available.
+    public var sharedSubscriptionAvailable = true
     /// The keep-alive the client must use instead of its own (§3.2.2.3.14).
     public var serverKeepAlive: UInt16?
     public var assignedClientIdentifier: String?
@@ -25,6 +27,7 @@ public struct BrokerLimits: Hashable, Sendable {
         if let value = properties.integer(.maximumQoS) { maximumQoS = QoS(rawValue: UInt8(value)) ?? .atLeastOnce }
         if let value = properties.integer(.topicAliasMaximum) { topicAliasMaximum = Int(value) }
         if let value = properties.integer(.retainAvailable) { retainAvailable = value == 1 }
+        if let value = properties.integer(.sharedSubscriptionAvailable) { sharedSubscriptionAvailable = value == 1 }
         serverKeepAlive = properties.integer(.serverKeepAlive).map { UInt16($0) }
         assignedClientIdentifier = properties.string(.assignedClientIdentifier)
         sessionExpiryInterval = properties.integer(.sessionExpiryInterval)

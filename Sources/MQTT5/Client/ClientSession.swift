@@ -178,6 +178,28 @@ public struct ClientSession: Sendable {
         return .send(.publish(aliased(publish, limits: limits)))
     }
 
+    /// An inbound PUBLISH this side will not take (one above our Maximum Packet Size, read past):
+    /// acknowledged at once with `reasonCode` (PUBACK's failure codes, §3.4.2.1) so that the broker
+    /// drops it and sends what follows. `reason` goes as the Reason String while the PUBACK stays
+    /// within the broker's Maximum Packet Size [MQTT-3.4.2-2].
+    public mutating func refuse(_ publish: Publish, reasonCode: ReasonCode, reason: String) -> [Action] {
+        guard case .connected(let limits) = phase else { return [] }
+        switch publish.qos {
+        case .atMostOnce:
+            return []
+        case .atLeastOnce:
+            guard !inboundUnacknowledged.contains(publish.packetIdentifier) else {
+                return [.close(.protocolError, because: "PUBLISH with packet identifier \(publish.packetIdentifier), which is still unacknowledged")]
+            }
+            var ack = PublishAck(packetIdentifier: publish.packetIdentifier, reasonCode: reasonCode,
+                                 properties: [Property(.reasonString, .string(reason))])
+            if (try? Packet.puback(ack).encoded().readableBytes) ?? Int.max > limits.maximumPacketSize { ack.properties = [] }
+            return [.send(.puback(ack))]
+        case .exactlyOnce:
+            return [.close(.protocolError, because: "QoS 2 PUBLISH on a session that subscribes at QoS 1 at most")]
+        }
+    }
+
     // MARK: Received packets
 
     private mutating func received(_ packet: Packet) -> [Action] {

@@ -4,15 +4,16 @@ import Glibc
 import AgentIPC
 import ArgumentParser
 
-/// `imagent events`: what happened recently (the daemon keeps a bounded ring
+/// `imagent events`: what happened recently (the daemon keeps a bounded history
 /// of link, session and reload events); `watch` shows what happens from now on.
 struct EventsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "events",
         abstract: "Print imagentd's recent link, session and reload events, oldest first.",
         discussion: """
-            The daemon keeps the last 512 events in memory (none survive a restart). Session \
-            events are shown to the session's owner and to admins only. One line per event as \
+            The daemon keeps in memory (none survive a restart) the last 256 link and reload \
+            events and the last 64 session events of each user, at most 512 of them in all. \
+            Session events are shown to the session's owner and to admins only. One line per event as \
             in `imagent watch`; with --json, each event's JSON object on a line of its own.
             """)
 

@@ -107,19 +107,3 @@ import Testing
         #expect(ConfigEnvironmentCheck.problems(DaemonConfiguration(), text: "", file: "e.toml").filter { $0.message.contains("group") }.isEmpty)
     }
 }
-
-@Suite struct EventRingTests {
-    @Test func keepsTheLastEvents_oldestFirst_andShowsSessionEventsToTheirOwnerOnly() {
-        var ring = EventRing(capacity: 3, maxEventBytes: 64)
-        for index in 1...5 {
-            ring.append(.init(timeMS: UInt64(index), owner: index == 5 ? 1000 : nil, json: "{\"n\":\(index)}"))
-        }
-        #expect(ring.count == 3)
-        #expect(ring.visible(to: 0, isAdmin: true).map(\.json) == ["{\"n\":3}", "{\"n\":4}", "{\"n\":5}"])
-        #expect(ring.visible(to: 1000, isAdmin: false).map(\.timeMS) == [3, 4, 5])
-        #expect(ring.visible(to: 1001, isAdmin: false).map(\.timeMS) == [3, 4])
-        ring.append(.init(timeMS: 6, owner: nil, json: "{\"reason\":\"" + String(repeating: "x", count: 100) + "\"}"))
-        #expect(ring.visible(to: 0, isAdmin: true).last?.json == #"{"event":"truncated","time_ms":6}"#)
-        #expect(ring.count == 3)
-    }
-}

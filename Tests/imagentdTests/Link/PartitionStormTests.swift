@@ -203,7 +203,7 @@ struct PartitionStorm {
                 agents[index].timer = (id, deadline, purpose)
             case .cancelTimer(let id):
                 if agents[index].timer?.id == id { agents[index].timer = nil }
-            case .startTLS, .startHeartbeat, .reopenSessions, .abandonAttempt, .stateChanged, .ignored:
+            case .startTLS, .startHeartbeat, .reopenSessions, .abandonAttempt, .checkTokenChanged, .stateChanged, .ignored:
                 break
             }
             pending.append(contentsOf: more)

@@ -20,7 +20,7 @@ import Testing
         "reconnect.base_ms", "reconnect.cap_ms", "reconnect.probe_ms",
         "limits.max_clients", "limits.max_clients_per_uid", "limits.max_sessions", "limits.max_sessions_per_uid", "limits.max_payload_bytes", "limits.outbox_messages",
         "limits.inbox_messages", "limits.outbox_bytes", "limits.uid_outbox_bytes",
-        "log.level", "network.watch", "metrics.prometheus_listen",
+        "log.level", "network.watch", "metrics.prometheus_listen", "metrics.prometheus_allow_remote",
     ]
 
     let text = readRepositoryFile("packaging/imagentd.toml")

@@ -385,7 +385,7 @@ static int query_json(imagent_client *client, uint16_t op, char **json)
     *json = NULL;
     int result = ask(client, op, IPC_OP_RESULT);
     if (result == 0) {
-        /* text.length is below the frame limit (64 MiB + 64 KiB): + 1 cannot
+        /* text.length is below the frame limit (16 MiB + 64 KiB): + 1 cannot
          * overflow a size_t. */
         ipc_bytes text = ipc_frame_bytes(&client->reply.frame, IPC_TAG_JSON);
         *json = malloc((size_t)text.length + 1);

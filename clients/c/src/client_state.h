@@ -24,8 +24,10 @@
 
 #define CLIENT_NAME_LIMIT 128
 #define DEFAULT_MAX_PAYLOAD 1048576u /* until WELCOME says otherwise */
-/* The largest MAX_PAYLOAD the library believes from WELCOME. */
-#define IMAGENT_MAX_PAYLOAD_CAP (64u * 1024 * 1024)
+/* The largest MAX_PAYLOAD the library believes from WELCOME: the most an
+ * imagentd can announce (max_payload_bytes, imagentd.toml(5)), as in the
+ * Swift and Python clients. */
+#define IMAGENT_MAX_PAYLOAD_CAP (16u * 1024 * 1024)
 
 /* Queue limits (see libimagent(3), BOUNDED MEMORY). While the queue holds
  * SOFT messages or bytes the library reads the socket only to find a reply it

@@ -41,7 +41,7 @@ int flush_output(imagent_client *client)
 static void set_max_payload(imagent_client *client, uint32_t max_payload)
 {
     client->max_payload = max_payload;
-    /* At most 64 MiB + 64 KiB (the cap): no uint32_t overflow. */
+    /* At most 16 MiB + 64 KiB (the cap): no uint32_t overflow. */
     client->conn.max_frame_length = max_payload + IPC_FRAME_OVERHEAD;
 }
 

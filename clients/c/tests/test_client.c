@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -75,6 +76,15 @@ static void hello_with_a_long_name(fake_daemon *daemon, void *context)
     fake_write(daemon, &first, &welcome);
     fake_expect(daemon, &first, IPC_OP_PING);
     fake_reply(daemon, &first, IPC_OP_PONG);
+    /* A frame just above the cap + 64 KiB: refused from its length. */
+    fake_expect(daemon, &first, IPC_OP_PING);
+    uint8_t header[10] = {0, 0, 0, 0, 0x00, 0x08, 0, 0, 0, 0};
+    uint32_t length = 16777216u + 65536u + 1u;
+    header[0] = (uint8_t)(length >> 24), header[1] = (uint8_t)(length >> 16);
+    header[2] = (uint8_t)(length >> 8), header[3] = (uint8_t)length;
+    if (send(first.fd, header, sizeof header, MSG_NOSIGNAL) != (ssize_t)sizeof header)
+        fake_fail(daemon, "could not write the oversized header");
+    fake_expect_end(daemon, &first);
     fake_close(&first);
 }
 
@@ -91,11 +101,14 @@ static void connects_with_a_name_cut_at_a_utf8_boundary_and_a_capped_max_payload
     uint32_t max_payload = client ? imagent_max_payload(client) : 0;
     int link = client ? imagent_link_state(client) : -1;
     int equal_version = strcmp(version, "9.9.9") == 0;
+    imagent_set_timeout(client, 2000);
+    int oversized = client ? imagent_ping(client) : 0;
     imagent_free(client);
     CHECK(fake_daemon_finish(daemon) == 0);
     CHECK(connected == 0 && pinged == 0);
     CHECK(equal_version);
-    CHECK(max_payload == IMAGENT_MAX_PAYLOAD_CAP);
+    CHECK(max_payload == 16777216u);
+    CHECK(oversized == IMAGENT_ERR_PROTOCOL);
     CHECK(link == IMAGENT_LINK_CONNECTING);
 }
 

@@ -36,8 +36,9 @@ struct MQTTLinkAdapter {
         case fail(String)
         /// Worth a line in the log (debug).
         case note(String)
-        /// A message the adapter had to drop, or another thing the operator should hear of.
-        case warning(String)
+        /// A message the adapter had to drop, with what identifies it (bounded in size): written
+        /// to the log within the limit on lines that outside input triggers (`OutsideLog`).
+        case warning(OutsideLogKind, [String: String])
 
         var endsLink: Bool {
             switch self {
@@ -95,10 +96,6 @@ struct MQTTLinkAdapter {
     private var nextInbound: [UInt64: UInt64] = [:]
     /// Inbound messages ahead of their turn, per session, in seq order.
     private var early: [UInt64: [(seq: UInt64, payload: ByteBuffer, receipt: ClientSession.Receipt)]] = [:]
-    /// The topic of the last PUBLISH dropped and how many in a row were on it: the warning
-    /// repeats at the 1st, 2nd, 4th, 8th… (echoes for a session closed with messages in
-    /// flight would otherwise fill the journal, one line per message).
-    private var droppedRun: (topic: String, count: Int)?
     /// PINGs sent as PINGREQ, answered in order.
     private var pings: [Ping] = []
     /// The connection is being given up: no PUBACK counts any more (a later ACK would cover the failed message).
@@ -132,6 +129,15 @@ struct MQTTLinkAdapter {
     /// Packets from the broker.
     mutating func received(_ packet: Packet) -> [Output] {
         ending(receiving(packet))
+    }
+
+    /// A PUBLISH above our Maximum Packet Size, which the decoder read past (a broker that ignores
+    /// the limit [MQTT-3.1.2-24] would send it again on every new connection if the link only
+    /// closed): acknowledged with 0x83 (Implementation specific error) so that the broker drops
+    /// it, and logged with its session and seq. That seq stays a gap for the session until the
+    /// backend sends it again within the limit; the link and the other sessions go on.
+    mutating func receivedOversized(_ head: OversizedPublish) -> [Output] {
+        ending(refusing(head))
     }
 
     /// Once an output ends the link, no later PUBACK may turn into an ACK.
@@ -290,6 +296,19 @@ struct MQTTLinkAdapter {
         return actions.flatMap { perform($0) }
     }
 
+    private mutating func refusing(_ head: OversizedPublish) -> [Output] {
+        guard client != nil else { return [.fail("the broker sent PUBLISH before CONNECT")] }
+        let publish = head.publish
+        var details = ["topic": LogText.bounded(publish.topic), "size": "\(head.size)", "limit": "\(maximumPacketSize)"]
+        if let (_, session) = topics.parseDown(publish.topic) { details["session"] = "\(session)" }
+        if let seq = publish.properties.userProperties.first(where: { $0.name == Self.seqProperty }) {
+            details["seq"] = LogText.bounded(seq.value)
+        }
+        let reason = "PUBLISH of \(head.size) bytes exceeds the Maximum Packet Size of \(maximumPacketSize) in CONNECT"
+        return [.warning(.oversizedPublish, details)]
+            + client!.refuse(publish, reasonCode: .implementationSpecificError, reason: reason).flatMap { perform($0) }
+    }
+
     private mutating func perform(_ action: ClientSession.Action) -> [Output] {
         switch action {
         case .send(let packet):
@@ -333,6 +352,12 @@ struct MQTTLinkAdapter {
         case .pong:
             guard !pings.isEmpty else { return [] }
             return [.frame(.pong(pings.removeFirst()))]
+        case .refused(let code, _) where code == .badUserNameOrPassword || code == .notAuthorized:
+            // mosquitto and ejabberd answer a wrong or rotated password with 0x87, not 0x86: both are a
+            // token to read again, never a reason to stop (imagent-mqtt(7), FAILURES).
+            let user = settings.username.map { "user name \"\($0)\", " } ?? "no user name, "
+            return [.frame(.loginFail(LoginFail(code: .tokenInvalid, message: "CONNACK: the broker refused the login with \(code) (0x\(String(code.rawValue, radix: 16))); "
+                + "check that [auth] gives the password the broker expects for \(user)client id \"\(settings.clientID)\"; the token is read again and the login retried with backoff")))]
         case .refused(let code, let reference):
             return [Self.failure(code, serverReference: reference, port: port, what: "CONNACK", connecting: true)]
         case .disconnected(let code, let reference):
@@ -349,13 +374,10 @@ struct MQTTLinkAdapter {
         let seq = publish.properties.userProperties.first { $0.name == Self.seqProperty }.flatMap { UInt64($0.value) }
         guard let (service, session) = topics.parseDown(topic), let seq, seq > 0, services[session] == service else {
             // Nobody can take it: acknowledged so that the broker stops sending it, and logged.
-            let inARow = droppedRun?.topic == topic ? droppedRun!.count + 1 : 1
-            droppedRun = (topic, inARow)
-            var outputs: [Output] = []
-            if inARow & (inARow - 1) == 0 {
-                outputs.append(.warning("dropping a PUBLISH on \(topic): \(seq == nil ? "no decimal imagent-seq" : "no open session of that service")"
-                                        + (inARow > 1 ? " (\(inARow) in a row)" : "")))
-            }
+            var outputs: [Output] = [.warning(.publishForNoSession, [
+                "topic": LogText.bounded(topic),
+                "reason": seq == nil ? "no decimal imagent-seq" : "no open session of that service",
+            ])]
             if let receipt, client != nil {
                 outputs += client!.handle(.stored(receipt)).map { action -> Output in
                     if case .send(let packet) = action { return .packet(packet) }
@@ -367,7 +389,9 @@ struct MQTTLinkAdapter {
         let expected = nextInbound[session] ?? 1
         if seq > expected {
             // Ahead of its turn: held, unacknowledged, until the seqs before it come.
-            guard let receipt else { return [.warning("dropping QoS 0 PUBLISH seq \(seq) of session \(session): \(expected) is due first")] }
+            guard let receipt else {
+                return [.warning(.publishOutOfTurn, ["session": "\(session)", "seq": "\(seq)", "due": "\(expected)"])]
+            }
             // Changed in place: a copy read out of the dictionary and written back would copy the whole list.
             let place = early[session].map { $0.firstIndex { $0.seq > seq } ?? $0.endIndex } ?? 0
             early[session, default: []].insert((seq, publish.payload, receipt), at: place)
@@ -407,11 +431,17 @@ struct MQTTLinkAdapter {
             return .frame(.goaway(Goaway(code: .shutdown, message: message, redirect: redirect)))
         case .serverBusy, .serverUnavailable, .quotaExceeded, .connectionRateExceeded, .messageRateTooHigh:
             return .frame(.goaway(Goaway(code: .overloaded, message: message, redirect: redirect)))
-        case .badUserNameOrPassword where connecting:
-            return .frame(.loginFail(LoginFail(code: .tokenInvalid, message: message)))
-        case .notAuthorized, .banned, .clientIdentifierNotValid, .badAuthenticationMethod, .topicNameInvalid:
+        case .badUserNameOrPassword, .notAuthorized:
+            // At CONNECT handled before (a token to read again); on an established link the broker
+            // revoked the login or refused a topic: both may be mended on the broker, so back off.
+            return connecting ? .frame(.loginFail(LoginFail(code: .tokenInvalid, message: message)))
+                : .frame(.error(ErrorFrame(code: .tokenInvalid, message: message)))
+        case .banned, .clientIdentifierNotValid, .badAuthenticationMethod:
+            // Never succeeds again as configured: the link stops until an operator acts.
             return connecting ? .frame(.loginFail(LoginFail(code: .forbidden, message: message)))
                 : .frame(.error(ErrorFrame(code: .forbidden, message: message)))
+        case .topicNameInvalid where !connecting:
+            return .frame(.error(ErrorFrame(code: .forbidden, message: message)))
         case .unsupportedProtocolVersion:
             return .frame(.error(ErrorFrame(code: .versionUnsupported, message: message)))
         default:

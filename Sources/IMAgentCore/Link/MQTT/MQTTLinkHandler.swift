@@ -10,6 +10,8 @@ final class MQTTLinkMemory {
     var lastAcked: [UInt64: UInt64] = [:]
     var noSubscriberStreak = 0
     var maxBody: UInt32?
+    /// What the broker granted at the last CONNACK of this engine (STATUS), nil before the first.
+    var granted: MQTTBrokerGrant?
 }
 
 /// Why the adapter closes a connection (reported to the engine as the channel's error).
@@ -59,7 +61,16 @@ final class MQTTLinkHandler: ChannelDuplexHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let outputs = adapter.received(unwrapInboundIn(data))
         memory.maxBody = adapter.maxBody
+        if let limits = adapter.limits, memory.granted?.limits != limits { granted(limits) }
         // What ends the link (a DISCONNECT with its reason first) leaves at once, before the engine closes.
+        let now = outputs.contains(where: \.endsLink)
+        if perform(outputs, context: context, flush: now, holdingAcks: true) && !now { flushAfterRead = true }
+    }
+
+    /// The decoder read past a PUBLISH above our Maximum Packet Size: the adapter refuses it.
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard let head = event as? OversizedPublish else { return context.fireUserInboundEventTriggered(event) }
+        let outputs = adapter.receivedOversized(head)
         let now = outputs.contains(where: \.endsLink)
         if perform(outputs, context: context, flush: now, holdingAcks: true) && !now { flushAfterRead = true }
     }
@@ -123,11 +134,21 @@ final class MQTTLinkHandler: ChannelDuplexHandler {
                 context.fireErrorCaught(MQTTLinkFailure(description: reason))
             case .note(let text):
                 logger.debug("mqtt: \(text)")
-            case .warning(let text):
-                logger.warning("mqtt: \(text)")
+            case .warning(let kind, let details):
+                OutsideLog.shared.log(kind, from: .broker, metadata: details.mapValues { .string($0) },
+                                      to: logger, eventLoop: context.eventLoop)
             }
         }
         return wrote
+    }
+
+    /// A CONNACK that grants other limits than the last one: STATUS shows them, and what they
+    /// cost is logged once, not at every reconnect.
+    private func granted(_ limits: BrokerLimits) {
+        let grant = MQTTBrokerGrant(limits, settings: adapter.settings)
+        let known = Set(memory.granted?.warnings ?? [])
+        memory.granted = grant
+        for warning in grant.warnings where !known.contains(warning) { logger.warning("\(warning)") }
     }
 
     /// Keeps `ack` in place of an earlier one of its session (seqs only grow: PUBACKs come in

@@ -12,6 +12,8 @@ struct MQTTLinkSettings: Hashable, Sendable {
     var topicPrefix: String
     /// QoS 1 messages the broker may have unacknowledged towards us (Receive Maximum in CONNECT).
     var receiveMaximum: UInt16 = 1_024
+    /// `[limits] max_payload_bytes`, to warn when the broker's limits make such a message unsendable; nil: unknown.
+    var maxPayloadBytes: Int?
 
     init(clientID: String, username: String? = nil, passwordFromToken: Bool = false, sessionExpirySeconds: UInt32 = 86_400,
          topicPrefix: String = "imagent") {

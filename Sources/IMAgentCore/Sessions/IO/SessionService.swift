@@ -144,13 +144,14 @@ final class SessionService: LinkSessionDelegate {
         (router.sessions.count, router.outboxTotal, router.inboxTotal)
     }
 
-    /// The same figures over one uid's sessions: what a non-admin may see.
-    func counts(owner: UInt32) -> (sessions: Int, outbox: Int, inbox: Int) {
-        var result = (sessions: 0, outbox: 0, inbox: 0)
+    /// The same figures over one uid's sessions, with their payload bytes queued outbound: what a non-admin may see.
+    func counts(owner: UInt32) -> (sessions: Int, outbox: Int, inbox: Int, outboxBytes: Int) {
+        var result = (sessions: 0, outbox: 0, inbox: 0, outboxBytes: 0)
         for session in router.sessions.values where session.owner == owner {
             result.sessions += 1
             result.outbox += session.outboxCount
             result.inbox += session.inboxCount
+            result.outboxBytes += session.outboxTotalBytes
         }
         return result
     }

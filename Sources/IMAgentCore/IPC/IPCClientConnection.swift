@@ -84,9 +84,33 @@ final class IPCClientConnection {
     }
 
     /// Stops (false) or resumes (true) reading the client's socket: its SENDs wait for the
-    /// store (see `MemoryBudget`), and TCP holds the next ones in the client meanwhile.
+    /// store (see `MemoryBudget`), and the kernel holds the next ones in the client meanwhile.
     func setReading(_ on: Bool) {
-        try? channel.syncOptions?.setOption(ChannelOptions.autoRead, value: on)
+        waitingForStore = !on
+        applyReading()
+    }
+
+    /// Its channel is not writable: nothing more is read until it is (`resumeAfterWritable`).
+    func pauseReadingUntilWritable() {
+        guard !waitingUntilWritable else { return }
+        waitingUntilWritable = true
+        applyReading()
+    }
+
+    /// The client read what waited for it: reading goes on. Returns whether it had paused
+    /// (then frames may wait, decoded no further, in the decoder's buffer).
+    func resumeAfterWritable() -> Bool {
+        guard waitingUntilWritable else { return false }
+        waitingUntilWritable = false
+        applyReading()
+        return true
+    }
+
+    private var waitingForStore = false
+    private var waitingUntilWritable = false
+
+    private func applyReading() {
+        try? channel.syncOptions?.setOption(ChannelOptions.autoRead, value: !waitingForStore && !waitingUntilWritable)
     }
 
     private func write(_ frame: IPCFrame) {

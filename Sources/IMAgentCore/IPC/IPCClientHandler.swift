@@ -94,6 +94,11 @@ final class IPCClientHandler: ChannelInboundHandler {
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
+        // Frames that arrived while the client was not reading wait in the decoder: an empty
+        // read from the head of the pipeline makes it decode them (more may never come).
+        if context.channel.isWritable, client.resumeAfterWritable() {
+            context.pipeline.syncOperations.fireChannelRead(NIOAny(context.channel.allocator.buffer(capacity: 0)))
+        }
         if context.channel.isWritable, client.greeted { daemon.clientCanReceive(client) }
         context.fireChannelWritabilityChanged()
     }

@@ -6,6 +6,10 @@ import NIOCore
 /// HELLO may make the daemon hold at most 64 KiB (a HELLO is a few hundred
 /// bytes), not MAX_PAYLOAD + 64 KiB: otherwise any local process could open
 /// connections and park a megabyte in each.
+///
+/// While the client does not read what it is sent (its channel is not writable), no further
+/// frame is decoded and its socket is not read: a client that keeps asking without reading
+/// gets no more answers, and costs no more memory or time, until it reads.
 struct IPCServerFrameDecoder: NIOSingleStepByteToMessageDecoder {
     typealias InboundOut = IPCFrame
 
@@ -19,13 +23,21 @@ struct IPCServerFrameDecoder: NIOSingleStepByteToMessageDecoder {
         try IPCFrameParser.parse(&buffer, maxPayload: client.greeted ? maxPayload : Self.maxPayloadBeforeHello)
     }
 
+    /// At the end of the input, what is left is decoded only while the client still reads:
+    /// a client that asked without reading and closed would otherwise have every request it
+    /// left behind answered, into a socket nobody reads.
     mutating func decodeLast(buffer: inout ByteBuffer, seenEOF: Bool) throws -> IPCFrame? {
-        try decode(buffer: &buffer)
+        guard client.isWritable else { return nil }
+        return try decode(buffer: &buffer)
     }
 
     /// What `NIOSingleStepByteToMessageDecoder` does by default, here so it is specialized: the
     /// default is generic, and looked up the metadata of `Optional<IPCFrame>` for every frame.
     mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
+        guard client.isWritable else {
+            client.pauseReadingUntilWritable()
+            return .needMoreData
+        }
         guard let decoded = try decode(buffer: &buffer) else { return .needMoreData }
         context.fireChannelRead(Self.wrapInboundOut(decoded))
         return .continue

@@ -74,6 +74,9 @@ struct IdleWakeupTests {
         let table = threads.map { "\($0.name) (\($0.tid)): \($0.voluntary) voluntary, \($0.nonvoluntary) involuntary" }
             .joined(separator: "\n")
         print("IdleWakeupTests: \(binary), \(pings) frames to the server in \(Self.window):\n\(table)")
+        // The threads imagentd(8) THREADS names, with [network] watch off: two of the three TP-#0.
+        let names = threads.map(\.name).sorted()
+        #expect(names == ["-qos.overcommit", "NIO-SGLTN-1-#1", "TP-#0", "TP-#0", "imagentd"], "threads:\n\(table)")
         let eventLoops = threads.filter { $0.name.hasPrefix("NIO-") }
         #expect(eventLoops.count == 1, "one event loop thread, not \(eventLoops.count):\n\(table)")
         for thread in threads where !thread.name.hasPrefix("NIO-") {

@@ -50,8 +50,15 @@ struct IdleWakeupTests {
                                       storeDirectory: directory, agentID: "idle-wakeups")
         config.reconnectCapMS = nil  // the packaged heartbeat and reconnect timing
         try config.write(to: directory + "/imagentd.toml")
-        let daemon = try await DaemonHandle.start(configPath: directory + "/imagentd.toml", socketPath: config.socketPath,
+        let daemon: DaemonHandle
+        do {
+            daemon = try await DaemonHandle.start(configPath: directory + "/imagentd.toml", socketPath: config.socketPath,
                                                   logPath: directory + "/imagentd.log", binary: binary, within: .seconds(10))
+        } catch {
+            try? await server.stop()
+            removeTree(directory)
+            throw error
+        }
         var client: IPCClient?
         let measured: (threads: [ThreadSwitches.Thread], pings: Int)
         do {

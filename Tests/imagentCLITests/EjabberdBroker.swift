@@ -108,6 +108,13 @@ final class TCPEjabberd: @unchecked Sendable {
         throw RealDaemonError("ejabberd did not listen on 127.0.0.1:\(port) within 15 s: \(output.suffix(2000))\n\(log.suffix(2000))")
     }
 
+    /// SIGTERM, then a new VM on the same folder and port: its MQTT sessions are gone (it keeps them in memory).
+    func restart() throws {
+        stop()
+        process = try Self.launch(directory)
+        try waitUntilListening()
+    }
+
     /// The daemon's password from now on (read at its next login).
     func setPassword(_ password: String) throws {
         try password.write(toFile: passwordFile, atomically: true, encoding: .utf8)
@@ -126,7 +133,7 @@ final class TCPEjabberd: @unchecked Sendable {
 
 /// ejabberd and a daemon logging in to it as `TCPEjabberd.user` with its token; both stopped afterwards.
 /// `maxFrame`: the daemon's `[server] max_frame_bytes` (and `[limits] max_payload_bytes`, which may not be larger).
-func withEjabberdDaemon(maxFrame: Int? = nil, _ body: (RealDaemon, TCPEjabberd) async throws -> Void) async throws {
+func withEjabberdDaemon(maxFrame: Int? = nil, _ body: (inout RealDaemon, TCPEjabberd) async throws -> Void) async throws {
     let setup = try await RealDaemon.prepare(extraConfig: """
         [mqtt]
         client_id = "mqtt-test-host"
@@ -137,7 +144,7 @@ func withEjabberdDaemon(maxFrame: Int? = nil, _ body: (RealDaemon, TCPEjabberd) 
     let started = ContinuousClock.now
     let broker = try TCPEjabberd.start(directory: setup.directory, password: "real-daemon-token")
     print("ejabberd: listening \(ContinuousClock.now - started) after start")
-    let daemon: RealDaemon
+    var daemon: RealDaemon
     do {
         var text = try String(contentsOfFile: setup.configPath, encoding: .utf8)
             .replacingOccurrences(of: "endpoints = [\"\(setup.server.address)\"]",
@@ -150,7 +157,7 @@ func withEjabberdDaemon(maxFrame: Int? = nil, _ body: (RealDaemon, TCPEjabberd) 
         throw error
     }
     do {
-        try await body(daemon, broker)
+        try await body(&daemon, broker)
     } catch {
         print("daemon log:\n\(daemon.log.suffix(4000))\nejabberd log:\n\(broker.log.suffix(3000))")
         broker.stop()
@@ -189,4 +196,27 @@ func publishDown(port: UInt16, _ messages: [(topic: String, seq: Int, size: Int)
     publisher.waitUntilExit()
     let output = (try? String(contentsOfFile: directory + "/publish.log", encoding: .utf8)) ?? ""
     guard output.contains("published \(messages.count)") else { throw RealDaemonError("the publisher failed: \(output)") }
+}
+
+/// `examples/mqtt-echo/echo.py` on ejabberd, which has no shared subscriptions: the same backend
+/// with a plain subscription to the `up` topics, logged in as `backend`. Stop it with `terminate`.
+func startEjabberdEcho(port: UInt16, directory: String) throws -> ChildProcess {
+    let example = try String(contentsOfFile: EchoBackend.script, encoding: .utf8)
+    let shared = "f\"$share/{args.group}/{args.prefix}/+/{args.service}/+/up\""
+    guard example.contains(shared) else { throw RealDaemonError("echo.py's up filter is no longer \(shared)") }
+    let script = directory + "/echo-plain.py"
+    try example.replacingOccurrences(of: shared, with: "f\"{args.prefix}/+/{args.service}/+/up\"")
+        .write(toFile: script, atomically: true, encoding: .utf8)
+    let log = directory + "/echo.log"
+    let process = try ChildProcess(executable: "/usr/bin/env",
+                                   arguments: ["python3", script, "--port", "\(port)", "--client-id", "echo-\(getpid())",
+                                               "--username", "backend", "--password", "any"],
+                                   stdout: .file(log, append: true), stderr: .file(log, append: true))
+    for _ in 0..<500 where process.isRunning {
+        if ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("subscribed") { return process }
+        usleep(10_000)
+    }
+    process.terminate()
+    process.waitUntilExit()
+    throw RealDaemonError("the echo backend did not subscribe within 5 s: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
 }

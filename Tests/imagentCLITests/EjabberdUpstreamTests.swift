@@ -60,6 +60,36 @@ struct EjabberdUpstreamTests {
         }
     }
 
+    /// Echoes through ejabberd, each once and in order at the local program, across a `kill -9` of
+    /// the daemon with messages in its outbox and a restart of ejabberd (which forgets its sessions:
+    /// the daemon and the backend subscribe again).
+    @Test func echoes_exactlyOnce_acrossKillNine_andABrokerRestart() async throws {
+        let total = 1_000
+        try await withEjabberdDaemon { daemon, broker in
+            let echo = try startEjabberdEcho(port: broker.port, directory: broker.directory)
+            defer {
+                echo.terminate()
+                echo.waitUntilExit()
+            }
+            _ = try await daemon.waitForLink("connected")
+            let session = try await openEcho(daemon)
+            let started = ContinuousClock.now
+            // 1. Half accepted, then kill -9 at once: most are still in the outbox.
+            try await sendLines(daemon, session, 1...total / 2)
+            daemon.signal(SIGKILL)
+            _ = await daemon.waitForExit(within: .seconds(5))
+            daemon = try await daemon.restarted()
+            var seqs = try await listenSeqs(daemon, session, count: total / 2, after: 0, timeout: 60)
+            // 2. ejabberd restarts; its sessions are gone, so both sides subscribe again.
+            try broker.restart()
+            _ = try await daemon.waitForLink("connected", within: .seconds(20))
+            try await sendLines(daemon, session, total / 2 + 1...total)
+            seqs += try await listenSeqs(daemon, session, count: total - total / 2, after: seqs.last ?? 0, timeout: 60)
+            #expect(seqs == (1...UInt64(total)).map { $0 }, "\(seqs.count) received\n\(daemon.log.suffix(3000))")
+            print("ejabberd exactly-once: \(total) echoes, \(seqs.count) received in order, across kill -9 and a broker restart, in \(ContinuousClock.now - started)")
+        }
+    }
+
     @Test func status_showsWhatEjabberdGranted_andTheShortSessionExpiryIsWarned() async throws {
         try await withEjabberdDaemon { daemon, _ in
             let status = try await daemon.waitForLink("connected")

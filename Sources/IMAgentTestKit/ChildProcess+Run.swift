@@ -44,6 +44,20 @@ public func makeTemporaryDirectory(prefix: String) throws(ChildProcessError) -> 
     return String(cString: made)
 }
 
+/// The names in a directory, without `.` and `..`; none when it cannot be read.
+public func listDirectory(_ path: String) -> [String] {
+    guard let directory = opendir(path) else { return [] }
+    defer { closedir(directory) }
+    var names: [String] = []
+    while let entry = readdir(directory) {
+        let name = withUnsafePointer(to: &entry.pointee.d_name) {
+            String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self))
+        }
+        if name != ".", name != ".." { names.append(name) }
+    }
+    return names
+}
+
 /// Removes `path` and everything below it; quiet when it is not there.
 public func removeTree(_ path: String) {
     guard let directory = opendir(path) else {

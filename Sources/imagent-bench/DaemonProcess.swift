@@ -125,18 +125,5 @@ final class DaemonProcess {
     }
 }
 
-func listDirectory(_ path: String) -> [String] {
-    guard let directory = opendir(path) else { return [] }
-    defer { closedir(directory) }
-    var names: [String] = []
-    while let entry = readdir(directory) {
-        let name = withUnsafePointer(to: &entry.pointee.d_name) {
-            String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self))
-        }
-        if name != ".", name != ".." { names.append(name) }
-    }
-    return names
-}
-
 /// Removes a directory and everything in it.
 func removeDirectory(_ path: String) { removeTree(path) }

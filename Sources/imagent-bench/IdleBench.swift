@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import AgentIPC
+import IMAgentTestKit
 import RefServer
 
 struct IdleOptions: Sendable {
@@ -14,10 +15,11 @@ struct IdleOptions: Sendable {
     var serverHeartbeatMS = 300_000
 }
 
-/// `imagent-bench idle`: the daemon with its link up and no client, left
-/// alone; prints its RSS and every thread's context switches over the window
-/// (who wakes, and how often), beside the frames the server received (the
-/// daemon's heartbeats) in the same window.
+/// `imagent-bench idle`: the daemon with its link up and one `echo` session
+/// open (used once, its client still attached), left alone; prints its RSS and
+/// PSS and every thread's context switches over the window (who wakes, and how
+/// often), beside the frames the server received (the daemon's heartbeats) in
+/// the same window.
 func runIdleBench(_ options: IdleOptions) async -> Int32 {
     startWatchdog(seconds: options.seconds + options.settleSeconds + 120)
     let server: RefServer
@@ -37,6 +39,7 @@ func runIdleBench(_ options: IdleOptions) async -> Int32 {
         started = daemon
         try await waitForLink(daemon)
         let before = try await heartbeatSeconds(daemon)
+        let client = try await openIdleSession(daemon)
         try await Task.sleep(for: .seconds(options.settleSeconds))
 
         let framesBefore = await serverFramesIn(server)
@@ -50,16 +53,19 @@ func runIdleBench(_ options: IdleOptions) async -> Int32 {
         let window = (clock.now - windowStart).seconds
         let framesAfter = await serverFramesIn(server)
         let memory = daemon.memory()
+        let pss = readFile("/proc/\(daemon.pid)/smaps_rollup").flatMap { kilobytes("Pss", in: $0) }
         let after = try await heartbeatSeconds(daemon)
+        await client.close()
 
         let perMinute = 60 / window
         print("machine: \(sysconf(Int32(_SC_NPROCESSORS_ONLN))) cores, load average \(loadAverage())")
-        print("idle imagentd, link up, no client: [heartbeat] min_seconds = \(options.heartbeatMin), max_seconds = "
+        print("idle imagentd, link up, one echo session open: [heartbeat] min_seconds = \(options.heartbeatMin), max_seconds = "
               + "\(options.heartbeatMax); server HEARTBEAT_MS \(options.serverHeartbeatMS); window \(format(window, decimals: 1)) s "
               + "after \(options.settleSeconds) s of quiet")
         print("heartbeat interval (STATUS): \(before) s before the window, \(after) s after it")
         print("frames the server received in the window (the daemon's PINGs): \(framesAfter - framesBefore)")
-        print("VmRSS \(mib(memory.rss)), VmHWM \(mib(memory.peak)); CPU time used in the window: \(format(cpu, decimals: 2)) ms")
+        print("VmRSS \(mib(memory.rss)), VmHWM \(mib(memory.peak)), PSS \(pss.map { "\($0) kB" } ?? "?"); "
+              + "CPU time used in the window: \(format(cpu, decimals: 2)) ms")
         print("")
         print("| thread | tid | voluntary | involuntary | per minute |")
         print("|---|---:|---:|---:|---:|")
@@ -78,6 +84,28 @@ func runIdleBench(_ options: IdleOptions) async -> Int32 {
     }
     try? await server.stop()
     return 0
+}
+
+/// A client with one `echo` session, which has echoed one message (acknowledged).
+private func openIdleSession(_ daemon: DaemonProcess) async throws -> IPCClient {
+    let client = try await IPCClient.connect(socketPath: daemon.socketPath, clientName: "imagent-bench")
+    let session = try await client.open(service: "echo").session
+    try await client.send(session: session, text: "idle")
+    for try await event in client.events {
+        if case .message(let message) = event, message.session == session {
+            try await client.ack(session: session, seq: message.seq)
+            break
+        }
+    }
+    return client
+}
+
+/// The figure of `name:` in a /proc file of `Name:   value kB` lines, in kB.
+private func kilobytes(_ name: String, in text: String) -> Int? {
+    for line in text.split(separator: "\n") where line.hasPrefix(name + ":") {
+        return Int(line.dropFirst(name.count + 1).filter(\.isNumber))
+    }
+    return nil
 }
 
 /// `heartbeat_s` from the daemon's STATUS.

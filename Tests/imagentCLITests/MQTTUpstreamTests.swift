@@ -205,16 +205,21 @@ struct MQTTUpstreamTests {
 /// `tls`: the daemon's endpoint is a second listener of the broker, set up by `tls.listener`
 /// (given the folder and its port), and `tls.daemon` (given the file without `tls = false`, and the folder)
 /// turns TLS on in the daemon's file.
-func withMQTTDaemon(brokerExtra: String = "", socketMode: String = "0600", tls: (listener: (String, UInt16) throws -> String, daemon: (String, String) -> String)? = nil,
+/// `brokerFiles` is given the folder and returns more of mosquitto.conf (files it wrote there); `daemonExtra` goes
+/// at the end of the daemon's file, inside `[mqtt]`.
+func withMQTTDaemon(brokerExtra: String = "", brokerFiles: (String) throws -> String = { _ in "" }, daemonExtra: String = "",
+                    socketMode: String = "0600", tls: (listener: (String, UInt16) throws -> String, daemon: (String, String) -> String)? = nil,
                     _ body: (inout RealDaemon, TCPMosquitto, EchoBackend) async throws -> Void) async throws {
     let setup = try await RealDaemon.prepare(extraConfig: """
         [mqtt]
         client_id = "mqtt-test-host"
         session_expiry_seconds = 600
+        \(daemonExtra)
         """, socketMode: socketMode)
     let tlsPort = UInt16(try freeLoopbackPort())
     let broker = try TCPMosquitto.start(directory: setup.directory,
-                                        extra: brokerExtra + "\n" + (try tls.map { try $0.listener(setup.directory, tlsPort) } ?? ""))
+                                        extra: brokerExtra + "\n" + (try brokerFiles(setup.directory)) + "\n"
+                                            + (try tls.map { try $0.listener(setup.directory, tlsPort) } ?? ""))
     let backend: EchoBackend
     do {
         backend = try EchoBackend.start(port: broker.port, log: setup.directory + "/echo.log")

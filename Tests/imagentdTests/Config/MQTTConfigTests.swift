@@ -28,8 +28,10 @@ import Testing
             """, file: "f")
         #expect(c.server.upstreamProtocol == .mqtt)
         let link = try #require(LinkConfiguration(c).mqtt)
-        #expect(link == MQTTLinkSettings(clientID: "fleet-host-7", username: "device", passwordFromToken: true,
-                                         sessionExpirySeconds: 3600, topicPrefix: "acme/im"))
+        var expected = MQTTLinkSettings(clientID: "fleet-host-7", username: "device", passwordFromToken: true,
+                                        sessionExpirySeconds: 3600, topicPrefix: "acme/im")
+        expected.maxPayloadBytes = 1 << 20  // [limits] max_payload_bytes' default, for the broker limit's warning
+        #expect(link == expected)
         #expect(try link.topics().downFilter == "acme/im/fleet-host-7/+/+/down")
     }
 

@@ -203,7 +203,7 @@ import Testing
         for refusal in [ReasonCode.badUserNameOrPassword, .notAuthorized] {
             guard case .frame(.loginFail(let fail)) = try connack(refusal) else { Issue.record("\(refusal)"); return }
             #expect(fail.code == .tokenInvalid, "a refused password is a token to read again, never a stop")
-            #expect(fail.message?.contains("(0x\(String(refusal.rawValue, radix: 16)))") == true && fail.message?.contains("check that [auth]") == true,
+            #expect(fail.message?.contains("CONNACK 0x\(String(refusal.rawValue, radix: 16))") == true && fail.message?.contains("check that the [auth] token") == true,
                     "\(fail.message ?? "")")
         }
         guard case .frame(.loginFail(let forbidden)) = try connack(.banned) else { Issue.record("0x8a"); return }

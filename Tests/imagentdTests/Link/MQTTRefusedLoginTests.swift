@@ -1,3 +1,4 @@
+import Foundation
 import IMAgentTestKit
 import IMLink
 import MQTT5
@@ -38,6 +39,26 @@ import Testing
             #expect(got == expected, "CONNACK \(code): \(outputs)")
             #expect(outputs.contains { $0.endsLink }, "CONNACK \(code) ends the connection")
         }
+    }
+
+    @Test func theManPagesTable_saysWhatTheCodeDoes() throws {
+        let page = try String(contentsOfFile: URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("man/imagent-mqtt.7").path, encoding: .utf8)
+        let rows = page.components(separatedBy: ".TS\n").dropFirst().first?.components(separatedBy: ".TE\n").first?
+            .split(separator: "\n").filter { $0.hasPrefix("0x") } ?? []
+        var documented: [ReasonCode: WireCode] = [:]
+        for row in rows {
+            let columns = row.split(separator: "\t")
+            guard columns.count == 3, let code = UInt8(columns[0].dropFirst(2), radix: 16).flatMap(ReasonCode.init) else {
+                Issue.record("row \(row)")
+                continue
+            }
+            let said = columns[2]
+            documented[code] = said.contains("(TOKEN_INVALID)") ? .tokenInvalid : said.contains("(FORBIDDEN)") ? .forbidden
+                : said.contains("(VERSION_UNSUPPORTED)") ? .versionUnsupported : said.contains("(OVERLOADED)") ? .overloaded
+                : said.contains("(GOAWAY SHUTDOWN)") ? .shutdown : .protocolError
+        }
+        #expect(documented == Dictionary(uniqueKeysWithValues: Self.connackTable), "imagent-mqtt(7) FAILURES")
     }
 
     @Test func notAuthorizedOnAnEstablishedLink_backsOff_neverStops() throws {

@@ -355,9 +355,10 @@ struct MQTTLinkAdapter {
         case .refused(let code, _) where code == .badUserNameOrPassword || code == .notAuthorized:
             // mosquitto and ejabberd answer a wrong or rotated password with 0x87, not 0x86: both are a
             // token to read again, never a reason to stop (imagent-mqtt(7), FAILURES).
-            let user = settings.username.map { "user name \"\($0)\", " } ?? "no user name, "
-            return [.frame(.loginFail(LoginFail(code: .tokenInvalid, message: "CONNACK: the broker refused the login with \(code) (0x\(String(code.rawValue, radix: 16))); "
-                + "check that [auth] gives the password the broker expects for \(user)client id \"\(settings.clientID)\"; the token is read again and the login retried with backoff")))]
+            // Short enough for STATUS's last_error (160 characters) with what to check first.
+            let who = settings.username.map { "user \"\($0)\"" } ?? "client id \"\(settings.clientID)\" (no user name)"
+            return [.frame(.loginFail(LoginFail(code: .tokenInvalid, message: "CONNACK 0x\(String(code.rawValue, radix: 16)) \(code): "
+                + "check that the [auth] token is the broker's password for \(who); it is read again at each retry")))]
         case .refused(let code, let reference):
             return [Self.failure(code, serverReference: reference, port: port, what: "CONNACK", connecting: true)]
         case .disconnected(let code, let reference):

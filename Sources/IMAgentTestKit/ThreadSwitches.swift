@@ -1,20 +1,18 @@
-import IMAgentTestKit
-
 /// Context switches of every thread of a process, from
 /// `/proc/PID/task/TID/status` (`voluntary_ctxt_switches`: the thread slept
 /// and was woken; `nonvoluntary_ctxt_switches`: it was preempted) and its
 /// name from `/proc/PID/task/TID/comm`.
-struct ThreadSwitches: Sendable {
-    struct Thread: Sendable {
-        var tid: Int
-        var name: String
-        var voluntary: Int
-        var nonvoluntary: Int
+public struct ThreadSwitches: Sendable {
+    public struct Thread: Sendable {
+        public var tid: Int
+        public var name: String
+        public var voluntary: Int
+        public var nonvoluntary: Int
     }
 
-    var threads: [Int: Thread]
+    public var threads: [Int: Thread]
 
-    init(pid: Int32) {
+    public init(pid: Int32) {
         var threads: [Int: Thread] = [:]
         for entry in listDirectory("/proc/\(pid)/task") {
             guard let tid = Int(entry) else { continue }
@@ -36,7 +34,7 @@ struct ThreadSwitches: Sendable {
 
     /// Switches per thread between `earlier` and `self`, threads that exist in
     /// both (a thread born in between counts from zero), by thread id.
-    func since(_ earlier: ThreadSwitches) -> [Thread] {
+    public func since(_ earlier: ThreadSwitches) -> [Thread] {
         threads.values.map { now in
             let before = earlier.threads[now.tid]
             return Thread(tid: now.tid, name: now.name, voluntary: now.voluntary - (before?.voluntary ?? 0),

@@ -1,0 +1,222 @@
+import Foundation
+import IMAgentTestKit
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// ejabberd 23.01's `mod_mqtt` (Debian's `ejabberd` package), the second MQTT 5 broker of the
+/// tests: its own Erlang VM on a loopback port, with a configuration, spool and log in the test's
+/// folder, no Erlang distribution (no node name, no epmd) and no system service. Logins go through
+/// ejabberd's external authentication to a script that reads the password from a file at every
+/// login, so a test rotates the password by writing the file.
+final class TCPEjabberd: @unchecked Sendable {
+    /// ejabberd's Erlang applications, as Debian installs them.
+    static let libraries = "/usr/lib/x86_64-linux-gnu"
+    static let erl = "/usr/bin/erl"
+    /// The user name the daemon logs in with; `backend` logs in with any password.
+    static let user = "mqtt-test-host"
+
+    /// Why the ejabberd tests cannot run here, nil when they can.
+    static let missing: String? = {
+        guard access(erl, X_OK) == 0,
+              let entries = try? FileManager.default.contentsOfDirectory(atPath: libraries),
+              entries.contains(where: { $0.hasPrefix("ejabberd-") }) else {
+            return "ejabberd is not installed (Debian's ejabberd package; scripts/bootstrap installs it)"
+        }
+        return nil
+    }()
+
+    let directory: String
+    let port: UInt16
+    private(set) var process: ChildProcess
+    var passwordFile: String { directory + "/ejabberd.password" }
+    var log: String { (try? String(contentsOfFile: directory + "/ejabberd.log", encoding: .utf8)) ?? "" }
+
+    private init(directory: String, port: UInt16, process: ChildProcess) {
+        self.directory = directory
+        self.port = port
+        self.process = process
+    }
+
+    /// Starts ejabberd with `password` as the daemon's; `sessionExpiry` nil leaves mod_mqtt's default (300 s).
+    static func start(directory: String, password: String, sessionExpiry: Int? = nil) throws -> TCPEjabberd {
+        if let missing { throw RealDaemonError(missing) }
+        let port = UInt16(try freeLoopbackPort())
+        try FileManager.default.createDirectory(atPath: directory + "/ejabberd-spool", withIntermediateDirectories: true)
+        try password.write(toFile: directory + "/ejabberd.password", atomically: true, encoding: .utf8)
+        let script = directory + "/ejabberd-auth.py"
+        // ejabberd's external authentication protocol: 2-byte big-endian length, "auth:User:Server:Password";
+        // the answer is 2-byte length 2, then 1 (yes) or 0 (no).
+        try """
+            #!/usr/bin/env python3
+            import struct, sys
+            while True:
+                head = sys.stdin.buffer.read(2)
+                if len(head) < 2:
+                    break
+                request = sys.stdin.buffer.read(struct.unpack('>H', head)[0]).decode().split(':', 3)
+                ok = 0
+                if request[0] == 'auth' and len(request) == 4:
+                    try:
+                        expected = open('\(directory)/ejabberd.password').read().strip()
+                    except OSError:
+                        expected = None
+                    ok = int(request[1] == 'backend' or (request[1] == '\(user)' and request[3] == expected))
+                elif request[0] == 'isuser':
+                    ok = 1
+                sys.stdout.buffer.write(struct.pack('>HH', 2, ok))
+                sys.stdout.buffer.flush()
+            """.write(toFile: script, atomically: true, encoding: .utf8)
+        chmod(script, 0o700)
+        try """
+            hosts: [localhost]
+            loglevel: info
+            auth_method: external
+            extauth_program: "\(script)"
+            auth_use_cache: false
+            listen:
+              - port: \(port)
+                ip: "127.0.0.1"
+                module: mod_mqtt
+            modules:
+              mod_mqtt:\(sessionExpiry.map { "\n    session_expiry: \($0)" } ?? " {}")
+            """.write(toFile: directory + "/ejabberd.yml", atomically: true, encoding: .utf8)
+        let broker = TCPEjabberd(directory: directory, port: port, process: try launch(directory))
+        try broker.waitUntilListening()
+        return broker
+    }
+
+    private static func launch(_ directory: String) throws -> ChildProcess {
+        try ChildProcess(executable: erl,
+                         arguments: ["-noinput", "-noshell", "+K", "true", "-mnesia", "dir", "\"\(directory)/ejabberd-spool\"", "-s", "ejabberd"],
+                         setting: ["ERL_LIBS": libraries, "EJABBERD_CONFIG_PATH": directory + "/ejabberd.yml",
+                                   "EJABBERD_LOG_PATH": directory + "/ejabberd.log", "HOME": directory,
+                                   "ERL_CRASH_DUMP": directory + "/erl_crash.dump"],
+                         stdout: .file(directory + "/ejabberd.out", append: true), stderr: .file(directory + "/ejabberd.out", append: true))
+    }
+
+    private func waitUntilListening() throws {
+        for _ in 0..<1_500 {
+            if canConnect(port: port) { return }
+            guard process.isRunning else { break }
+            usleep(10_000)
+        }
+        let output = (try? String(contentsOfFile: directory + "/ejabberd.out", encoding: .utf8)) ?? ""
+        stop()
+        throw RealDaemonError("ejabberd did not listen on 127.0.0.1:\(port) within 15 s: \(output.suffix(2000))\n\(log.suffix(2000))")
+    }
+
+    /// SIGTERM, then a new VM on the same folder and port: its MQTT sessions are gone (it keeps them in memory).
+    func restart() throws {
+        stop()
+        process = try Self.launch(directory)
+        try waitUntilListening()
+    }
+
+    /// The daemon's password from now on (read at its next login).
+    func setPassword(_ password: String) throws {
+        try password.write(toFile: passwordFile, atomically: true, encoding: .utf8)
+    }
+
+    func stop() {
+        guard process.isRunning else { return }
+        process.terminate()  // the Erlang VM stops gracefully on SIGTERM
+        for _ in 0..<500 where process.isRunning { usleep(10_000) }
+        if process.isRunning {
+            process.signal(SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+}
+
+/// ejabberd and a daemon logging in to it as `TCPEjabberd.user` with its token; both stopped afterwards.
+/// `maxFrame`: the daemon's `[server] max_frame_bytes` (and `[limits] max_payload_bytes`, which may not be larger).
+func withEjabberdDaemon(maxFrame: Int? = nil, _ body: (inout RealDaemon, TCPEjabberd) async throws -> Void) async throws {
+    let setup = try await RealDaemon.prepare(extraConfig: """
+        [mqtt]
+        client_id = "mqtt-test-host"
+        username = "\(TCPEjabberd.user)"
+        session_expiry_seconds = 3600
+        \(maxFrame.map { "[limits]\nmax_payload_bytes = \($0 - 100)" } ?? "")
+        """)
+    let started = ContinuousClock.now
+    let broker = try TCPEjabberd.start(directory: setup.directory, password: "real-daemon-token")
+    print("ejabberd: listening \(ContinuousClock.now - started) after start")
+    var daemon: RealDaemon
+    do {
+        var text = try String(contentsOfFile: setup.configPath, encoding: .utf8)
+            .replacingOccurrences(of: "endpoints = [\"\(setup.server.address)\"]",
+                                  with: "endpoints = [\"127.0.0.1:\(broker.port)\"]\nprotocol = \"mqtt\"" + (maxFrame.map { "\nmax_frame_bytes = \($0)" } ?? ""))
+        text = text.replacingOccurrences(of: "tls = false\n", with: "tls = false\n")
+        try text.write(toFile: setup.configPath, atomically: true, encoding: .utf8)
+        daemon = try await RealDaemon.launch(setup)
+    } catch {
+        broker.stop()
+        throw error
+    }
+    do {
+        try await body(&daemon, broker)
+    } catch {
+        print("daemon log:\n\(daemon.log.suffix(4000))\nejabberd log:\n\(broker.log.suffix(3000))")
+        broker.stop()
+        await daemon.stop()
+        throw error
+    }
+    broker.stop()
+    await daemon.stop()
+}
+
+/// Publishes QoS 1 messages to the broker as user `backend` with paho-mqtt (the python3 on PATH),
+/// one (topic, imagent-seq, size) each, in order, and waits for every PUBACK.
+func publishDown(port: UInt16, _ messages: [(topic: String, seq: Int, size: Int)], directory: String) throws {
+    let script = """
+        import sys, time, paho.mqtt.client as mqtt
+        from paho.mqtt.properties import Properties
+        from paho.mqtt.packettypes import PacketTypes
+        client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="imagent-test-publisher", protocol=mqtt.MQTTv5)
+        client.username_pw_set("backend", "any")
+        client.connect("127.0.0.1", \(port))
+        client.loop_start()
+        infos = []
+        for topic, seq, size in [\(messages.map { "(\"\($0.topic)\", \($0.seq), \($0.size))" }.joined(separator: ", "))]:
+            properties = Properties(PacketTypes.PUBLISH)
+            properties.UserProperty = ("imagent-seq", str(seq))
+            infos.append(client.publish(topic, b"x" * size, qos=1, properties=properties))
+        for info in infos:
+            info.wait_for_publish(timeout=10)
+        client.disconnect()
+        client.loop_stop()
+        print("published", len(infos))
+        """
+    try script.write(toFile: directory + "/publish.py", atomically: true, encoding: .utf8)
+    let publisher = try ChildProcess(executable: "/usr/bin/env", arguments: ["python3", directory + "/publish.py"],
+                                     stdout: .file(directory + "/publish.log", append: true), stderr: .file(directory + "/publish.log", append: true))
+    publisher.waitUntilExit()
+    let output = (try? String(contentsOfFile: directory + "/publish.log", encoding: .utf8)) ?? ""
+    guard output.contains("published \(messages.count)") else { throw RealDaemonError("the publisher failed: \(output)") }
+}
+
+/// `examples/mqtt-echo/echo.py` on ejabberd, which has no shared subscriptions: the same backend
+/// with a plain subscription to the `up` topics, logged in as `backend`. Stop it with `terminate`.
+func startEjabberdEcho(port: UInt16, directory: String) throws -> ChildProcess {
+    let example = try String(contentsOfFile: EchoBackend.script, encoding: .utf8)
+    let shared = "f\"$share/{args.group}/{args.prefix}/+/{args.service}/+/up\""
+    guard example.contains(shared) else { throw RealDaemonError("echo.py's up filter is no longer \(shared)") }
+    let script = directory + "/echo-plain.py"
+    try example.replacingOccurrences(of: shared, with: "f\"{args.prefix}/+/{args.service}/+/up\"")
+        .write(toFile: script, atomically: true, encoding: .utf8)
+    let log = directory + "/echo.log"
+    let process = try ChildProcess(executable: "/usr/bin/env",
+                                   arguments: ["python3", script, "--port", "\(port)", "--client-id", "echo-\(getpid())",
+                                               "--username", "backend", "--password", "any"],
+                                   stdout: .file(log, append: true), stderr: .file(log, append: true))
+    for _ in 0..<500 where process.isRunning {
+        if ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("subscribed") { return process }
+        usleep(10_000)
+    }
+    process.terminate()
+    process.waitUntilExit()
+    throw RealDaemonError("the echo backend did not subscribe within 5 s: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+}

@@ -8,7 +8,7 @@ import NIOCore
 /// store is closing is answered at once): a daemon
 /// that stores one message per SEND pays for one hop onto its loop per commit, not for
 /// a promise, a callback and their allocations per message (the hot path's biggest cost
-/// in the profile, see BENCHMARKS.md).
+/// in a profile of the daemon).
 public protocol StoreCompletionSink: AnyObject, Sendable {
     func storeCompleted(_ outcomes: [StoreCompletion])
 }

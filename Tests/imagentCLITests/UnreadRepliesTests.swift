@@ -9,42 +9,52 @@ import Testing
     @Test(.timeLimit(.minutes(2)))
     func aClientThatDoesNotRead_isNotReadEither_untilItReads_andIsThenAnsweredInOrder() async throws {
         try await withRealDaemon { daemon in
-            let asker = try RawIPCSocket(path: daemon.socketPath, timeout: .seconds(2))
-            asker.write(RawIPCSocket.hello())
-            guard case .frame(let welcome) = asker.read(), welcome.op == 0x8001 else {
-                Issue.record("no WELCOME")
-                return
-            }
-            // STATUS requests (10 bytes each) until the socket takes no more: each reply is far
-            // larger than its request, so a daemon that kept reading would answer them all.
-            var asked: UInt32 = 0
-            while asked < 2_000_000 {
-                let batch = (0..<1_024).flatMap { RawIPCSocket.frame(op: 0x0010, request: asked + 2 + UInt32($0)) }
-                guard asker.write(batch) else { break }  // the send timed out: nothing is read
-                asked += 1_024
-            }
-            #expect(asked < 2_000_000, "the daemon read \(asked) requests without their replies being read")
-
-            // Another client is answered meanwhile.
-            let other = try RawIPCSocket(path: daemon.socketPath, timeout: .seconds(5))
-            other.write(RawIPCSocket.hello())
-            _ = other.read()
-            other.write(RawIPCSocket.frame(op: 0x007F, request: 2))
-            guard case .frame(let pong) = other.read() else {
-                Issue.record("another client got no PONG while one did not read")
-                return
-            }
-            #expect(pong.op == 0x807F)
-
-            // The asker reads: every request is answered, in order (the daemon reads on as the replies drain).
-            var answered: UInt32 = 0
-            while answered < asked, case .frame(let reply) = asker.read() {
-                #expect(reply.request == answered + 2, "reply \(reply.request) where \(answered + 2) was due")
-                guard reply.request == answered + 2 else { break }
-                answered += 1
-            }
-            print("\(asked) STATUS requests written before the daemon stopped reading; \(answered) answered once read")
-            #expect(answered == asked)
+            let path = daemon.socketPath
+            // Blocking sockets, on threads of their own: not on the test's cooperative pool.
+            let outcome = Outcome()
+            await onThreads(1) { _ in Self.askWithoutReading_thenRead(path, outcome) }
+            print("\(outcome.asked) STATUS requests written before the daemon stopped reading; \(outcome.answered) answered once read")
+            #expect(outcome.problems == [])
+            #expect(outcome.asked < 2_000_000, "the daemon read \(outcome.asked) requests without their replies being read")
+            #expect(outcome.asked > 0 && outcome.answered == outcome.asked)
         }
+    }
+
+    private final class Outcome: @unchecked Sendable {  // written by one thread, read after it ends
+        var asked: UInt32 = 0
+        var answered: UInt32 = 0
+        var problems: [String] = []
+    }
+
+    private static func askWithoutReading_thenRead(_ path: String, _ outcome: Outcome) {
+        guard let asker = try? RawIPCSocket(path: path, timeout: .seconds(2)) else { return outcome.problems.append("cannot connect") }
+        asker.write(RawIPCSocket.hello())
+        guard case .frame(let welcome) = asker.read(), welcome.op == 0x8001 else { return outcome.problems.append("no WELCOME") }
+        // STATUS requests (10 bytes each) until the socket takes no more: each reply is far
+        // larger than its request, so a daemon that kept reading would answer them all.
+        var asked: UInt32 = 0
+        while asked < 2_000_000 {
+            let batch = (0..<1_024).flatMap { RawIPCSocket.frame(op: 0x0010, request: asked + 2 + UInt32($0)) }
+            guard asker.write(batch) else { break }  // the send timed out: nothing is read
+            asked += 1_024
+        }
+        outcome.asked = asked
+
+        // Another client is answered meanwhile.
+        guard let other = try? RawIPCSocket(path: path, timeout: .seconds(5)) else { return outcome.problems.append("cannot connect another client") }
+        other.write(RawIPCSocket.hello())
+        _ = other.read()
+        other.write(RawIPCSocket.frame(op: 0x007F, request: 2))
+        guard case .frame(let pong) = other.read(), pong.op == 0x807F else {
+            return outcome.problems.append("another client got no PONG while one did not read")
+        }
+
+        // The asker reads: every request is answered, in order (the daemon reads on as the replies drain).
+        var answered: UInt32 = 0
+        while answered < asked, case .frame(let reply) = asker.read() {
+            guard reply.request == answered + 2 else { return outcome.problems.append("reply \(reply.request) where \(answered + 2) was due") }
+            answered += 1
+        }
+        outcome.answered = answered
     }
 }

@@ -15,8 +15,10 @@ import Testing
 /// world with nothing left to do and messages still queued. After every step the memory
 /// budget's invariant must hold (`budgetAudit`).
 @Suite struct SessionRouterRandomTests {
+    /// Audited every 16th step: this suite runs among the others, and a full audit of every
+    /// step would hold one of the test pool's threads for a minute and a half.
     @Test func everyMessageEchoedOnce_throughRandomFaults() {
-        Self.run(seeds: 0..<50)
+        Self.run(seeds: 0..<50, auditEvery: 16)
     }
 
     /// Runs `seeds` and checks each; the client's socket must have been paused by the budget
@@ -35,10 +37,15 @@ import Testing
     }
 }
 
-/// The same model at 1,000 seeds: in the slow group of `scripts/test` (with the load tests).
-@Suite struct SessionRouterRandomSlowTests {
+/// The same model at 1,000 seeds, and 50 of them with the budget audited after every step:
+/// in the serial group of `scripts/test` (with the load tests).
+@Suite(.serialized) struct SessionRouterRandomSlowTests {
     @Test func everyMessageEchoedOnce_throughRandomFaults_thousandSeeds() {
         SessionRouterRandomTests.run(seeds: 50..<1_050, auditEvery: 16)
+    }
+
+    @Test func theBudgetHoldsAfterEveryStep() {
+        SessionRouterRandomTests.run(seeds: 0..<50, auditEvery: 1)
     }
 }
 

@@ -20,18 +20,8 @@ public final class SQLiteDatabase {
     ///     lock before failing with `SQLITE_BUSY`.
     ///   - synchronous: the durability level (see `Synchronous`).
     public init(path: String, walMode: Bool = true, busyTimeoutMS: Int32 = 5000, synchronous: Synchronous = .normal) throws(SQLiteError) {
-        var raw: OpaquePointer?
-        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX
-        let result = sqlite3_open_v2(path, &raw, flags, nil)
-        guard result == SQLITE_OK, let raw else {
-            let error = SQLiteError.from(code: result, handle: raw, context: "open \(path)")
-            sqlite3_close_v2(raw)
-            throw error
-        }
-        sqlite3_extended_result_codes(raw, 1)
-        self.handle = raw
+        handle = try Self.open(path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, busyTimeoutMS: busyTimeoutMS, context: "open \(path)")
         self.path = path
-        sqlite3_busy_timeout(raw, busyTimeoutMS)
         if walMode {
             let mode = try queryText("PRAGMA journal_mode=WAL")
             guard mode?.lowercased() == "wal" else {
@@ -46,17 +36,22 @@ public final class SQLiteDatabase {
     /// created, the journal mode and durability are left as the file has
     /// them, and a write fails with `SQLITE_READONLY`.
     public init(readingOnly path: String, busyTimeoutMS: Int32 = 5000) throws(SQLiteError) {
+        handle = try Self.open(path, flags: SQLITE_OPEN_READONLY, busyTimeoutMS: busyTimeoutMS, context: "open \(path) read-only")
+        self.path = path
+    }
+
+    /// A serialized connection to `path`, with extended result codes and the busy timeout set.
+    private static func open(_ path: String, flags: Int32, busyTimeoutMS: Int32, context: String) throws(SQLiteError) -> OpaquePointer {
         var raw: OpaquePointer?
-        let result = sqlite3_open_v2(path, &raw, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX, nil)
+        let result = sqlite3_open_v2(path, &raw, flags | SQLITE_OPEN_FULLMUTEX, nil)
         guard result == SQLITE_OK, let raw else {
-            let error = SQLiteError.from(code: result, handle: raw, context: "open \(path) read-only")
+            let error = SQLiteError.from(code: result, handle: raw, context: context)
             sqlite3_close_v2(raw)
             throw error
         }
         sqlite3_extended_result_codes(raw, 1)
-        self.handle = raw
-        self.path = path
         sqlite3_busy_timeout(raw, busyTimeoutMS)
+        return raw
     }
 
     deinit {

@@ -43,10 +43,10 @@ import Testing
     @Test func aReadsReservationIsHeldUntilItEnds_andDroppingWindowsGivesEverythingBack() {
         var budget = MemoryBudget(limit: 4_000, uidStoringShare: 8_000)
         var a = session(1)
-        budget.beginOutboundRead(600, token: 1, in: &a)
-        budget.beginInboundRead(300, token: 2, in: &a)
+        budget.beginRead(\.outboundLoad, reserving: 600, token: 1, in: &a)
+        budget.beginRead(\.inboundLoad, reserving: 300, token: 2, in: &a)
         #expect(budget.held == 900 && a.windowBytes == 900)
-        budget.endOutboundRead(in: &a)
+        budget.endRead(\.outboundLoad, in: &a)
         #expect(budget.held == 300 && a.outboundLoad == nil)
         budget.keepOutbound(250, in: &a)
         a.outboxWindow.append(.init(seq: 1, payload: ByteBuffer(repeating: 0, count: 122), deadlineMS: nil))

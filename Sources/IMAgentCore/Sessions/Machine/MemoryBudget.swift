@@ -89,34 +89,24 @@ struct MemoryBudget {
         release(cost)
     }
 
-    /// A read of the store for the outbound window starts, holding `reserved` bytes until it completes.
-    mutating func beginOutboundRead(_ reserved: Int, token: UInt64, in session: inout Session) {
-        session.outboundLoad = Session.Load(token: token, reserved: reserved)
+    /// A read of the store for one of the session's windows (`\.outboundLoad` or `\.inboundLoad`)
+    /// starts, holding `reserved` bytes until it completes.
+    mutating func beginRead(_ read: WritableKeyPath<Session, Session.Load?>, reserving reserved: Int, token: UInt64,
+                            in session: inout Session) {
+        session[keyPath: read] = Session.Load(token: token, reserved: reserved)
         held += reserved
     }
 
-    /// The session's outbound read is over (completed, or forgotten by a reset).
-    mutating func endOutboundRead(in session: inout Session) {
-        guard let load = session.outboundLoad else { return }
-        session.outboundLoad = nil
-        release(load.reserved)
-    }
-
-    /// The same for the inbound window.
-    mutating func beginInboundRead(_ reserved: Int, token: UInt64, in session: inout Session) {
-        session.inboundLoad = Session.Load(token: token, reserved: reserved)
-        held += reserved
-    }
-
-    mutating func endInboundRead(in session: inout Session) {
-        guard let load = session.inboundLoad else { return }
-        session.inboundLoad = nil
+    /// That read is over (completed, or forgotten by a reset).
+    mutating func endRead(_ read: WritableKeyPath<Session, Session.Load?>, in session: inout Session) {
+        guard let load = session[keyPath: read] else { return }
+        session[keyPath: read] = nil
         release(load.reserved)
     }
 
     /// Forgets the inbound window (after an attach, a detach): it is read again from the store.
     mutating func dropInboundWindow(of session: inout Session) {
-        endInboundRead(in: &session)
+        endRead(\.inboundLoad, in: &session)
         release(session.inboxWindowBytes)
         session.inboxWindowBytes = 0
         session.inbox.removeAll()
@@ -125,7 +115,7 @@ struct MemoryBudget {
     /// Forgets both windows; the session's queues stay in the store.
     mutating func dropWindows(of session: inout Session) {
         dropInboundWindow(of: &session)
-        endOutboundRead(in: &session)
+        endRead(\.outboundLoad, in: &session)
         release(session.loadedBytes)
         session.loadedBytes = 0
         session.outboxWindow.removeAll()

@@ -78,7 +78,7 @@ extension SessionRouter {
                                  _ result: Result<[StoredOutboundMessage], SessionPersistenceError>) -> [SessionAction] {
         guard let load = sessions[id]?.outboundLoad, load.token == token else { return [] }  // closed, or the window was reset
         var session = take(id)
-        budget.endOutboundRead(in: &session)
+        budget.endRead(\.outboundLoad, in: &session)
         var actions: [SessionAction] = []
         switch result {
         case .failure(let error):
@@ -162,7 +162,7 @@ extension SessionRouter {
                                 _ result: Result<[(seq: UInt64, payload: ByteBuffer)], SessionPersistenceError>) -> [SessionAction] {
         guard let load = sessions[id]?.inboundLoad, load.token == token else { return [] }  // closed, detached or re-attached
         var session = take(id)
-        budget.endInboundRead(in: &session)
+        budget.endRead(\.inboundLoad, in: &session)
         switch result {
         case .failure(let error):
             sessions[id] = session

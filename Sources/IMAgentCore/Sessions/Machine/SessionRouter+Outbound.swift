@@ -275,7 +275,7 @@ extension SessionRouter {
         // After a restart nothing is read back yet: the store says which seqs (gaps of
         // messages given up included) and how many bytes the acknowledged messages are.
         var pending = take(ok.session)
-        budget.endOutboundRead(in: &pending)
+        budget.endRead(\.outboundLoad, in: &pending)
         let token = takeToken()
         pending.locating = Session.PendingOpenOK(token: token, lastAcked: lastAcked, window: ok.window)
         let after = pending.loadedThroughSeq

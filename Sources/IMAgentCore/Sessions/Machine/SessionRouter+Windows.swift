@@ -36,7 +36,7 @@ extension SessionRouter {
         }
         let reserved = max(room, 0)
         let token = takeToken()
-        budget.beginOutboundRead(reserved, token: token, in: &session)
+        budget.beginRead(\.outboundLoad, reserving: reserved, token: token, in: &session)
         return [.loadOutbound(session: session.id, after: session.loadedThroughSeq, limit: limits.readBatch,
                               maxBytes: max(reserved, 1), token: token)]
     }
@@ -54,7 +54,7 @@ extension SessionRouter {
         }
         let reserved = max(room, 0)
         let token = takeToken()
-        budget.beginInboundRead(reserved, token: token, in: &session)
+        budget.beginRead(\.inboundLoad, reserving: reserved, token: token, in: &session)
         return [.loadInbound(session: session.id, after: windowEnd, limit: 2 * limits.deliveryBatch,
                              maxBytes: max(reserved, 1), token: token)]
     }

@@ -394,14 +394,4 @@ import Testing
         }
     }
 
-    // MARK: Helpers
-
-    private func startAndReachLogin(_ machine: inout Machine) -> AttemptID {
-        let attempt = machine.start(now: at(0)).startedAttempt!
-        _ = machine.tokenObtained(attempt, now: at(0))
-        _ = machine.resolved(attempt, addresses: addresses, now: at(0))
-        _ = machine.tcpConnected(attempt, now: at(0))
-        _ = machine.helloOK(attempt, hello, now: at(0))
-        return attempt
-    }
 }

@@ -132,13 +132,4 @@ import Testing
         configuration.retriesChangedTokenAtOnce = true
         return Machine(configuration: configuration, random: SplitMix64(seed: 1))
     }
-
-    private func startAndReachLogin(_ machine: inout Machine) -> AttemptID {
-        let attempt = machine.start(now: at(0)).startedAttempt!
-        _ = machine.tokenObtained(attempt, now: at(0))
-        _ = machine.resolved(attempt, addresses: addresses, now: at(0))
-        _ = machine.tcpConnected(attempt, now: at(0))
-        _ = machine.helloOK(attempt, hello, now: at(0))
-        return attempt
-    }
 }

@@ -69,3 +69,13 @@ func connectedMachine(_ machine: inout Machine, now: MonotonicInstant) -> Attemp
     completeAttempt(attempt, on: &machine, now: now)
     return attempt
 }
+
+/// A machine started at 0 whose attempt has had HELLO_OK: the next step is LOGIN.
+func startAndReachLogin(_ machine: inout Machine) -> AttemptID {
+    let attempt = machine.start(now: at(0)).startedAttempt!
+    _ = machine.tokenObtained(attempt, now: at(0))
+    _ = machine.resolved(attempt, addresses: addresses, now: at(0))
+    _ = machine.tcpConnected(attempt, now: at(0))
+    _ = machine.helloOK(attempt, hello, now: at(0))
+    return attempt
+}

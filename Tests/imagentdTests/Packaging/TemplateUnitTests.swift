@@ -49,20 +49,9 @@ import Testing
         defer { removeTree(directory) }
         let instance = directory + "/imagentd@alice.service"
         try template.write(toFile: instance, atomically: true, encoding: .utf8)
-        let main = try exposure(packaging.appendingPathComponent("imagentd.service").path)
-        let ofTemplate = try exposure(instance)
+        let main = try systemdExposure(of: packaging.appendingPathComponent("imagentd.service").path)
+        let ofTemplate = try systemdExposure(of: instance)
         print("systemd-analyze security: imagentd.service \(main), imagentd@alice.service \(ofTemplate)")
         #expect(ofTemplate == main)
-    }
-
-    private func exposure(_ path: String) throws -> Double {
-        let output = try ChildPipe()
-        let process = try ChildProcess(executable: "/usr/bin/systemd-analyze", arguments: ["security", "--offline=yes", "--no-pager", path],
-                                       stdout: .descriptor(output.writeEnd), stderr: .descriptor(output.writeEnd))
-        output.closeWrite()
-        let text = output.readToEnd()
-        process.waitUntilExit()
-        let line = try #require(text.split(separator: "\n").first { $0.contains("Overall exposure level") }, "\(text)")
-        return try #require(line.split(separator: " ").lazy.compactMap { Double($0) }.first, "\(line)")
     }
 }

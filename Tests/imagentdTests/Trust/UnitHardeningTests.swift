@@ -20,15 +20,20 @@ import Testing
     func systemdAnalyzeSecurity_ratesTheUnit1Point3OrBetter() throws {
         let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("packaging/imagentd.service").path
-        let output = try ChildPipe()
-        let process = try ChildProcess(executable: "/usr/bin/systemd-analyze", arguments: ["security", "--offline=yes", "--no-pager", path],
-                                       stdout: .descriptor(output.writeEnd), stderr: .descriptor(output.writeEnd))
-        output.closeWrite()
-        let text = output.readToEnd()
-        process.waitUntilExit()
-        let line = try #require(text.split(separator: "\n").first { $0.contains("Overall exposure level") }, "\(text)")
-        print("systemd-analyze security: \(line.drop { $0 != "O" })")
-        let score = try #require(line.split(separator: " ").lazy.compactMap { Double($0) }.first)
+        let score = try systemdExposure(of: path)
+        print("systemd-analyze security: overall exposure level \(score)")
         #expect(score <= 1.3, "exposure \(score) (was 1.7 before the trust-boundaries work)")
     }
+}
+
+/// `systemd-analyze security --offline=yes`'s overall exposure level for the unit file at `path`.
+func systemdExposure(of path: String) throws -> Double {
+    let output = try ChildPipe()
+    let process = try ChildProcess(executable: "/usr/bin/systemd-analyze", arguments: ["security", "--offline=yes", "--no-pager", path],
+                                   stdout: .descriptor(output.writeEnd), stderr: .descriptor(output.writeEnd))
+    output.closeWrite()
+    let text = output.readToEnd()
+    process.waitUntilExit()
+    let line = try #require(text.split(separator: "\n").first { $0.contains("Overall exposure level") }, "\(text)")
+    return try #require(line.split(separator: " ").lazy.compactMap { Double($0) }.first, "\(line)")
 }

@@ -202,7 +202,10 @@ public struct TOMLParser {
 
     private static func integer(_ word: String) -> Int64? {
         var text = Substring(word)
-        guard !text.hasPrefix("_"), !text.hasSuffix("_"), !text.contains("__") else { return nil }
+        // Adjacent underscores compared byte by byte: `contains("__")` would link _StringProcessing
+        // (the regex engine, 800 KiB of text) into the daemon for this one check.
+        let doubled = zip(text.utf8, text.utf8.dropFirst()).contains { $0 == UInt8(ascii: "_") && $1 == UInt8(ascii: "_") }
+        guard !text.hasPrefix("_"), !text.hasSuffix("_"), !doubled else { return nil }
         var radix = 10
         var sign: Int64 = 1
         if text.hasPrefix("+") || text.hasPrefix("-") {

@@ -91,7 +91,10 @@ extension LinkStatus {
             "Connection refused", "Connection reset by peer", "Connection timed out", "No route to host",
             "Network is unreachable", "Host is unreachable", "Broken pipe", "Permission denied",
         ]
-        for phrase in known where error.contains(phrase) {
+        // A byte search, not `error.contains(phrase)`: that one lives in _StringProcessing, which the
+        // daemon does not link (the regex engine, 800 KiB of text).
+        let bytes = error.utf8
+        for phrase in known where bytes.indices.contains(where: { bytes[$0...].starts(with: phrase.utf8) }) {
             return phrase.prefix(1).lowercased() + phrase.dropFirst()
         }
         let line = error.split(separator: "\n").first.map(String.init) ?? error

@@ -32,7 +32,7 @@ import Testing
                     reported[tag, default: 0] += 1
                 case .close(_, let because):
                     Issue.record("the session closed: \(because)")
-                case .send, .ready, .deliver, .subscribed, .subscriptionRefused, .pong, .refused, .disconnected:
+                case .send, .ready, .deliver, .subscribed, .subscriptionRefused, .pong, .refused, .disconnected, .receiveMaximumExceeded:
                     break
                 }
             }

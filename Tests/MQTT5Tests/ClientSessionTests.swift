@@ -270,13 +270,43 @@ import Testing
         #expect(session.handle(.stored(stale)).isEmpty, "a PUBACK for the old connection must not leave on the new one")
     }
 
-    @Test func moreInboundThanOurReceiveMaximum_closesTheConnection() {
+    /// A broker that breaks [MQTT-3.3.4-9] (mosquitto 2.0.11 after a reconnect, with queued messages)
+    /// is reported once per connection, and its messages are taken: closing would not help, it sends
+    /// them again on the next connection.
+    @Test func moreInboundThanOurReceiveMaximum_isReportedOnce_andTaken() {
         var session = Self.connected(receiveMaximum: 2)
-        for identifier in UInt16(1)...2 {
-            _ = session.handle(.received(.publish(Publish(topic: "t", qos: .atLeastOnce, packetIdentifier: identifier, payload: ByteBuffer()))))
+        var receipts: [ClientSession.Receipt] = []
+        var reports: [Int] = []
+        for identifier in UInt16(1)...5 {
+            for action in session.handle(.received(.publish(Publish(topic: "t", qos: .atLeastOnce, packetIdentifier: identifier, payload: ByteBuffer())))) {
+                switch action {
+                case .deliver(_, _, let receipt?): receipts.append(receipt)
+                case .receiveMaximumExceeded(let unacknowledged): reports.append(unacknowledged)
+                default: Issue.record("\(action)")
+                }
+            }
         }
-        let actions = session.handle(.received(.publish(Publish(topic: "t", qos: .atLeastOnce, packetIdentifier: 3, payload: ByteBuffer()))))
-        guard case .close(.receiveMaximumExceeded, _) = actions.first else { Issue.record("\(actions)"); return }
+        #expect(receipts.count == 5 && reports == [3])
+        #expect(session.handle(.stored(receipts[4])) == [.send(.puback(PublishAck(packetIdentifier: 5)))])
+        _ = session.handle(.connectionLost)
+        _ = session.handle(.connected)
+        _ = session.handle(Self.connack(sessionPresent: true))
+        for identifier in UInt16(1)...3 {
+            let actions = session.handle(.received(.publish(Publish(topic: "t", qos: .atLeastOnce, packetIdentifier: identifier, payload: ByteBuffer()))))
+            #expect(actions.contains(.receiveMaximumExceeded(unacknowledged: 3)) == (identifier == 3), "again once on a new connection")
+        }
+    }
+
+    /// A message the caller will not keep is answered with the failure code, and only once.
+    @Test func declined_isAPubackWithItsCode_once() {
+        var session = Self.connected()
+        let message = Publish(topic: "t", qos: .atLeastOnce, packetIdentifier: 9, payload: ByteBuffer(string: "m"))
+        guard case .deliver(_, _, let receipt?) = session.handle(.received(.publish(message))).first else { Issue.record("no deliver"); return }
+        let actions = session.handle(.declined(receipt, .quotaExceeded, reason: "full"))
+        #expect(actions == [.send(.puback(PublishAck(packetIdentifier: 9, reasonCode: .quotaExceeded,
+                                                     properties: [Property(.reasonString, .string("full"))])))])
+        #expect(session.handle(.declined(receipt, .quotaExceeded, reason: "full")).isEmpty)
+        #expect(session.handle(.stored(receipt)).isEmpty)
     }
 
     @Test func inboundTopicAliases_resolve_andAnUnknownOneCloses() {

@@ -7,7 +7,7 @@ extension OutsideLogKind {
     var level: Logger.Level {
         switch self {
         case .noHello, .protocolViolation: .notice
-        case .publishForNoSession, .publishOutOfTurn, .oversizedPublish: .warning
+        case .publishForNoSession, .publishOutOfTurn, .oversizedPublish, .inboxFull, .receiveMaximumExceeded: .warning
         }
     }
 }

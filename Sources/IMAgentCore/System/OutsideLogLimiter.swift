@@ -22,6 +22,8 @@ enum OutsideLogKind: String, Hashable, Sendable, CaseIterable {
     case publishForNoSession = "mqtt: dropping a PUBLISH that no open session takes"
     case publishOutOfTurn = "mqtt: dropping a QoS 0 PUBLISH out of turn"
     case oversizedPublish = "mqtt: refusing a PUBLISH above the Maximum Packet Size the daemon announced"
+    case inboxFull = "mqtt: refusing a PUBLISH (PUBACK 0x97 Quota exceeded: the broker drops it) for a session whose inbox is full"
+    case receiveMaximumExceeded = "mqtt: the broker sends more unacknowledged QoS 1 messages than the daemon's Receive Maximum allows; taking them, and reading no more while too many wait"
 }
 
 /// The rate limit on lines that outside input triggers, as a value: the caller passes the time

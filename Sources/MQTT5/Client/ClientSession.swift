@@ -68,6 +68,9 @@ public struct ClientSession: Sendable {
         case received(Packet)
         /// The message of `receipt` is durable: its PUBACK may leave.
         case stored(Receipt)
+        /// The message of `receipt` will not be kept: its PUBACK leaves with this failure code
+        /// (PUBACK's, §3.4.2.1) and `reason` as the Reason String, so that the broker drops it.
+        case declined(Receipt, ReasonCode, reason: String)
         case connectionLost
     }
 
@@ -93,6 +96,9 @@ public struct ClientSession: Sendable {
         case disconnected(ReasonCode, serverReference: String?)
         /// The broker broke a rule: send DISCONNECT with this code and close (§4.13).
         case close(ReasonCode, because: String)
+        /// The broker has more QoS 1 messages unacknowledged towards us than our Receive Maximum
+        /// [MQTT-3.3.4-9]; once per connection. They are taken all the same (see `publishReceived`).
+        case receiveMaximumExceeded(unacknowledged: Int)
     }
 
     public enum PublishResult: Hashable, Sendable {
@@ -118,6 +124,8 @@ public struct ClientSession: Sendable {
     private var pendingSubscribe: UInt16?
     private var subscriptionsConfirmed = false
     private var inboundUnacknowledged = Set<UInt16>()
+    /// Whether `.receiveMaximumExceeded` was reported on this connection.
+    private var reportedOverflow = false
     private var outboundAliases: [String: UInt16] = [:]
     private var inboundAliases: [UInt16: String] = [:]
 
@@ -150,6 +158,7 @@ public struct ClientSession: Sendable {
             if pendingSubscribe != nil { subscriptionsConfirmed = false }
             pendingSubscribe = nil
             inboundUnacknowledged.removeAll()
+            reportedOverflow = false
             outboundAliases.removeAll()
             inboundAliases.removeAll()
             return []
@@ -158,6 +167,11 @@ public struct ClientSession: Sendable {
                   inboundUnacknowledged.remove(receipt.packetIdentifier) != nil
             else { return [] }  // that connection is gone: the broker sends the message again
             return [.send(.puback(PublishAck(packetIdentifier: receipt.packetIdentifier)))]
+        case .declined(let receipt, let code, let reason):
+            guard receipt.connection == connection, case .connected(let limits) = phase,
+                  inboundUnacknowledged.remove(receipt.packetIdentifier) != nil
+            else { return [] }
+            return [.send(.puback(Self.failureAck(receipt.packetIdentifier, code, reason: reason, limits: limits)))]
         case .received(let packet):
             return received(packet)
         }
@@ -191,10 +205,7 @@ public struct ClientSession: Sendable {
             guard !inboundUnacknowledged.contains(publish.packetIdentifier) else {
                 return [.close(.protocolError, because: "PUBLISH with packet identifier \(publish.packetIdentifier), which is still unacknowledged")]
             }
-            var ack = PublishAck(packetIdentifier: publish.packetIdentifier, reasonCode: reasonCode,
-                                 properties: [Property(.reasonString, .string(reason))])
-            if (try? Packet.puback(ack).encoded().readableBytes) ?? Int.max > limits.maximumPacketSize { ack.properties = [] }
-            return [.send(.puback(ack))]
+            return [.send(.puback(Self.failureAck(publish.packetIdentifier, reasonCode, reason: reason, limits: limits)))]
         case .exactlyOnce:
             return [.close(.protocolError, because: "QoS 2 PUBLISH on a session that subscribes at QoS 1 at most")]
         }
@@ -278,13 +289,19 @@ public struct ClientSession: Sendable {
         case .atMostOnce:
             return [.deliver(topic: publish.topic, publish, receipt: nil)]
         case .atLeastOnce:
-            let isNew = !inboundUnacknowledged.contains(publish.packetIdentifier)
-            guard !isNew || inboundUnacknowledged.count < Int(configuration.receiveMaximum) else {
-                return [.close(.receiveMaximumExceeded, because: "more than \(configuration.receiveMaximum) unacknowledged QoS 1 messages")]
-            }
+            // A broker that sends more than our Receive Maximum breaks [MQTT-3.3.4-9] (mosquitto 2.0 does,
+            // with messages it queued while we were away, after a reconnect). Closing would not help: it
+            // sends them again on the next connection, and the link would never get past them. They are
+            // taken: Packet Identifiers bound them to 65,535, and the caller stops reading while it holds
+            // too many (TCP pushes back on the broker).
             inboundUnacknowledged.insert(publish.packetIdentifier)
+            var actions: [Action] = []
+            if inboundUnacknowledged.count > Int(configuration.receiveMaximum), !reportedOverflow {
+                reportedOverflow = true
+                actions.append(.receiveMaximumExceeded(unacknowledged: inboundUnacknowledged.count))
+            }
             let receipt = Receipt(connection: connection, packetIdentifier: publish.packetIdentifier)
-            return [.deliver(topic: publish.topic, publish, receipt: receipt)]
+            return actions + [.deliver(topic: publish.topic, publish, receipt: receipt)]
         case .exactlyOnce:
             return [.close(.protocolError, because: "QoS 2 PUBLISH on a session that subscribes at QoS 1 at most")]
         }
@@ -318,6 +335,14 @@ public struct ClientSession: Sendable {
     }
 
     // MARK: Helpers
+
+    /// A PUBACK with a failure code, with `reason` as its Reason String while it stays within the
+    /// broker's Maximum Packet Size [MQTT-3.4.2-2].
+    private static func failureAck(_ identifier: UInt16, _ code: ReasonCode, reason: String, limits: BrokerLimits) -> PublishAck {
+        var ack = PublishAck(packetIdentifier: identifier, reasonCode: code, properties: [Property(.reasonString, .string(reason))])
+        if (try? Packet.puback(ack).encoded().readableBytes) ?? Int.max > limits.maximumPacketSize { ack.properties = [] }
+        return ack
+    }
 
     /// Packet Identifiers held by messages at most: of the 65,535, one stays free for a SUBSCRIBE
     /// (a broker may allow 65,535 in flight, and after a reconnect all of them wait for its SUBACK).

@@ -17,13 +17,14 @@ import NIOCore
 ///   the broker's Receive Maximum, but no less than 1,024;
 /// - DATA becomes a QoS 1 PUBLISH on the session's `up` topic with
 ///   `imagent-seq`; its PUBACK becomes ACK. Beyond the broker's Receive
-///   Maximum, PUBLISHes wait here in order (at most the sessions' windows);
+///   Maximum, PUBLISHes wait here in order (at most the sessions' windows).
+///   A PUBACK that refuses the message fails its session as OPEN_FAIL
+///   FORBIDDEN from an IMLink server does (`refusal`), unless its code is
+///   about the link;
 /// - a PUBLISH on a `down` topic becomes DATA with its `imagent-seq`; its
 ///   PUBACK leaves only once the sessions ACK that seq, that is once it is
-///   stored (a duplicate is ACKed again at once). One that comes ahead of
-///   its turn (backends on a shared subscription answer in any order) waits
-///   here, unacknowledged, until the seqs before it came: at most our
-///   Receive Maximum of them, as the broker sends no more;
+///   stored (a duplicate is ACKed again at once). The sessions' WINDOW
+///   bounds it, and a full inbox refuses it (`MQTTDownFlow`);
 /// - PING becomes PINGREQ, PINGRESP becomes PONG; DISCONNECT becomes GOAWAY
 ///   (with its Server Reference as REDIRECT) or ERROR, by its reason code.
 struct MQTTLinkAdapter {
@@ -90,12 +91,8 @@ struct MQTTLinkAdapter {
     /// PUBLISHes beyond the broker's Receive Maximum, oldest first.
     private var waiting: [(tag: UInt64, topic: String, payload: ByteBuffer, properties: Properties)] = []
     private var waitingHead = 0
-    /// Inbound messages waiting for the session's ACK before their PUBACK, per session, in seq order.
-    private var unacknowledgedInbound: [UInt64: [(seq: UInt64, receipt: ClientSession.Receipt)]] = [:]
-    /// The seq each open session takes next (OPEN's RESUME_AFTER + 1, then each one forwarded).
-    private var nextInbound: [UInt64: UInt64] = [:]
-    /// Inbound messages ahead of their turn, per session, in seq order.
-    private var early: [UInt64: [(seq: UInt64, payload: ByteBuffer, receipt: ClientSession.Receipt)]] = [:]
+    /// The `down` messages of the open sessions: their order, credit and PUBACKs.
+    private var down = MQTTDownFlow()
     /// PINGs sent as PINGREQ, answered in order.
     private var pings: [Ping] = []
     /// The connection is being given up: no PUBACK counts any more (a later ACK would cover the failed message).
@@ -114,6 +111,14 @@ struct MQTTLinkAdapter {
 
     /// Whether CONNACK accepted us and the link has not failed (a DISCONNECT is due when closing).
     var isConnected: Bool { client?.isConnected ?? false }
+
+    /// Whether the `down` messages held here (ahead of their turn, or beyond their session's credit)
+    /// reach our Receive Maximum: the caller stops reading from the broker until they drop below it,
+    /// so that a broker that sends more than it may cannot grow our memory.
+    var holdsEnough: Bool { down.heldCount >= Int(settings.receiveMaximum) }
+
+    /// `down` messages refused at a full inbox on this connection.
+    var refusedAtFullInbox: Int { down.refusedCount }
 
     /// The largest DATA body the broker's Maximum Packet Size lets through on every `up` topic.
     var maxBody: UInt32? {
@@ -165,23 +170,21 @@ struct MQTTLinkAdapter {
             services[close.session] = nil
             upTopics[close.session] = nil
             lastAcked[close.session] = nil
-            unacknowledgedInbound[close.session] = nil
-            nextInbound[close.session] = nil
-            early[close.session] = nil
-            return []
+            return perform(down.close(close.session))
         case .data(let data):
             return publish(data)
         case .ack(let ack):
-            return acknowledge(ack)
+            return perform(down.acknowledged(ack.session, through: ack.seq))
+        case .window(let update):
+            return perform(down.window(update.session, update.window))
         case .error(let error) where error.session == 0:
             // The engine closes after a fatal ERROR: say why in DISCONNECT.
             guard isConnected else { return [] }
             client = nil
             let reason: ReasonCode = error.code == .frameTooLarge ? .packetTooLarge : .protocolError
             return [.packet(.disconnect(Disconnect(reasonCode: reason)))]
-        case .error, .window, .pong:
-            // A session ERROR (UNKNOWN_SESSION) has no MQTT counterpart; WINDOW is
-            // the inbox's: the broker sends no more than our Receive Maximum unacknowledged.
+        case .error, .pong:
+            // A session ERROR (UNKNOWN_SESSION) has no MQTT counterpart.
             return []
         case .helloOK, .loginOK, .loginFail, .goaway, .openOK, .openFail:
             return [.note("\(frame.type) is sent by servers only; not sent to the broker")]
@@ -214,12 +217,12 @@ struct MQTTLinkAdapter {
             return [.frame(.openFail(OpenFail(session: open.session, code: .forbidden, message: "\(error)")))]
         }
         services[open.session] = open.service
-        nextInbound[open.session] = open.resumeAfter + 1
+        let steps = down.open(open.session, resumeAfter: open.resumeAfter, window: open.window)
         // Sessions may write past the broker's Receive Maximum: the excess waits here and leaves in the
         // same turn as the PUBACK that frees its place, so a small Receive Maximum (mosquitto's 20)
         // costs one broker round trip per that many messages and not also a turn through the sessions.
         let window = UInt32(max(min(limits?.receiveMaximum ?? 0, Int(UInt16.max)), Self.minimumSessionWindow))
-        return [.frame(.openOK(OpenOK(session: open.session, lastAcked: lastAcked[open.session] ?? 0, window: window)))]
+        return perform(steps) + [.frame(.openOK(OpenOK(session: open.session, lastAcked: lastAcked[open.session] ?? 0, window: window)))]
     }
 
     private mutating func publish(_ data: DataFrame) -> [Output] {
@@ -263,25 +266,6 @@ struct MQTTLinkAdapter {
         if waitingHead == waiting.count {
             waiting.removeAll(keepingCapacity: waiting.count < 4_096)
             waitingHead = 0
-        }
-        return outputs
-    }
-
-    private mutating func acknowledge(_ ack: Ack) -> [Output] {
-        guard client != nil, let count = unacknowledgedInbound[ack.session]?.count, count > 0 else { return [] }
-        var outputs: [Output] = []
-        var done = 0
-        while done < count, let next = unacknowledgedInbound[ack.session]?[done], next.seq <= ack.seq {
-            outputs += client!.handle(.stored(next.receipt)).flatMap { action -> [Output] in
-                if case .send(let packet) = action { return [.packet(packet)] }
-                return []
-            }
-            done += 1
-        }
-        if done == count {
-            unacknowledgedInbound[ack.session] = nil
-        } else {
-            unacknowledgedInbound[ack.session]!.removeFirst(done)
         }
         return outputs
     }
@@ -342,9 +326,9 @@ struct MQTTLinkAdapter {
             return [.frame(.goaway(Goaway(code: .overloaded, message: "PUBACK for \(message): no matching subscribers; sending it again later",
                                           retryAfterMS: Self.noSubscriberRetryMS(streak: noSubscriberStreak))))]
         case .publishRefused(let tag, let code):
-            failed = true
-            let message = outbound.removeValue(forKey: tag).map { "session \($0.session) seq \($0.seq)" } ?? "a message"
-            return [Self.failure(code, serverReference: nil, port: port, what: "PUBACK for \(message)", connecting: false)]
+            return refused(tag: tag, code)
+        case .receiveMaximumExceeded(let unacknowledged):
+            return [.warning(.receiveMaximumExceeded, ["unacknowledged": "\(unacknowledged)", "receive_maximum": "\(settings.receiveMaximum)"])]
         case .subscribed(let filter, _):
             return [.note("subscribed to \(filter)")]
         case .subscriptionRefused(let filter, let code):
@@ -373,54 +357,72 @@ struct MQTTLinkAdapter {
 
     private mutating func deliver(topic: String, _ publish: Publish, receipt: ClientSession.Receipt?) -> [Output] {
         let seq = publish.properties.userProperties.first { $0.name == Self.seqProperty }.flatMap { UInt64($0.value) }
-        guard let (service, session) = topics.parseDown(topic), let seq, seq > 0, services[session] == service else {
+        guard let (service, session) = topics.parseDown(topic), let seq, seq > 0, services[session] == service, down.isOpen(session) else {
             // Nobody can take it: acknowledged so that the broker stops sending it, and logged.
-            var outputs: [Output] = [.warning(.publishForNoSession, [
+            let warning: Output = .warning(.publishForNoSession, [
                 "topic": LogText.bounded(topic),
                 "reason": seq == nil ? "no decimal imagent-seq" : "no open session of that service",
-            ])]
-            if let receipt, client != nil {
-                outputs += client!.handle(.stored(receipt)).map { action -> Output in
-                    if case .send(let packet) = action { return .packet(packet) }
-                    return .note("\(action)")
-                }
-            }
-            return outputs
+            ])
+            return [warning] + (receipt.map { perform([.acknowledge($0)]) } ?? [])
         }
-        let expected = nextInbound[session] ?? 1
-        if seq > expected {
-            // Ahead of its turn: held, unacknowledged, until the seqs before it come.
-            guard let receipt else {
-                return [.warning(.publishOutOfTurn, ["session": "\(session)", "seq": "\(seq)", "due": "\(expected)"])]
+        return perform(down.received(session, seq: seq, payload: publish.payload, receipt: receipt))
+    }
+
+    /// What `down` decided, as packets to the broker and frames to the sessions.
+    private mutating func perform(_ steps: [MQTTDownFlow.Step]) -> [Output] {
+        var outputs: [Output] = []
+        for step in steps {
+            switch step {
+            case .forward(let data):
+                outputs.append(.frame(.data(data)))
+            case .acknowledge(let receipt):
+                guard client != nil else { continue }
+                outputs += client!.handle(.stored(receipt)).compactMap { if case .send(let packet) = $0 { .packet(packet) } else { nil } }
+            case .refuse(let receipt, let session, let seq, let because):
+                outputs.append(.warning(.inboxFull, ["session": "\(session)", "seq": "\(seq)", "reason": because,
+                                                     "refused_on_link": "\(down.refusedCount)"]))
+                guard client != nil else { continue }
+                outputs += client!.handle(.declined(receipt, .quotaExceeded, reason: "session \(session) refuses seq \(seq): \(because)"))
+                    .compactMap { if case .send(let packet) = $0 { .packet(packet) } else { nil } }
+            case .drop(let session, let seq, let because):
+                outputs.append(.warning(.publishOutOfTurn, ["session": "\(session)", "seq": "\(seq)", "reason": because]))
             }
-            // Changed in place: a copy read out of the dictionary and written back would copy the whole list.
-            let place = early[session].map { $0.firstIndex { $0.seq > seq } ?? $0.endIndex } ?? 0
-            early[session, default: []].insert((seq, publish.payload, receipt), at: place)
-            return []
         }
-        var outputs = [forward(session: session, seq: seq, payload: publish.payload, receipt: receipt)]
-        guard seq == expected else { return outputs }  // a duplicate: the sessions drop it and ACK again
-        var next = expected + 1
-        if let count = early[session]?.count {
-            var taken = 0
-            while taken < count, let item = early[session]?[taken], item.seq <= next {
-                outputs.append(forward(session: session, seq: item.seq, payload: item.payload, receipt: item.receipt))
-                if item.seq == next { next += 1 }
-                taken += 1
-            }
-            if taken == count { early[session] = nil } else { early[session]?.removeFirst(taken) }
-        }
-        nextInbound[session] = next
         return outputs
     }
 
-    /// DATA for the sessions; its PUBACK waits for their ACK of `seq`.
-    private mutating func forward(session: UInt64, seq: UInt64, payload: ByteBuffer, receipt: ClientSession.Receipt?) -> Output {
-        if let receipt {
-            let index = unacknowledgedInbound[session]?.lastIndex { $0.seq <= seq }.map { $0 + 1 } ?? 0
-            unacknowledgedInbound[session, default: []].insert((seq, receipt), at: index)
+    /// A PUBACK that refused an `up` message. A code about the message or its topic fails its
+    /// session alone, as OPEN_FAIL FORBIDDEN from an IMLink server does: its client hears
+    /// UPSTREAM_REJECTED, the link and the other sessions go on, and nothing more of it is published
+    /// on this link (it would be refused again). A code about the broker's state (0x97 Quota exceeded)
+    /// or the link's (0x91 Packet Identifier in use) ends the link as before, and the message goes
+    /// again on the next one.
+    private mutating func refused(tag: UInt64, _ code: ReasonCode) -> [Output] {
+        guard let (session, seq) = outbound.removeValue(forKey: tag) else { return [] }
+        let what = "PUBACK for session \(session) seq \(seq)"
+        guard Self.failsTheSession(code) else {
+            guard !failed else { return [] }
+            failed = true
+            return [Self.failure(code, serverReference: nil, port: port, what: what, connecting: false)]
         }
-        return .frame(.data(DataFrame(session: session, seq: seq, body: payload)))
+        guard !failed, services.removeValue(forKey: session) != nil else { return [] }
+        upTopics[session] = nil
+        // Its messages that wait for the broker's Receive Maximum are not published; those on the wire
+        // are answered without an ACK (`services` no longer has the session).
+        let kept = waiting[waitingHead...].filter { outbound[$0.tag]?.session != session }
+        for item in waiting[waitingHead...] where outbound[item.tag]?.session == session { outbound[item.tag] = nil }
+        waiting = Array(kept)
+        waitingHead = 0
+        let message = "the broker refused seq \(seq) on the session's up topic: \(code) (0x\(String(code.rawValue, radix: 16)))"
+        return [.frame(.openFail(OpenFail(session: session, code: .forbidden, message: message)))] + sendWaiting()
+    }
+
+    /// PUBACK codes that say the broker will not take this message or topic (§3.4.2.1).
+    static func failsTheSession(_ code: ReasonCode) -> Bool {
+        switch code {
+        case .unspecifiedError, .implementationSpecificError, .notAuthorized, .topicNameInvalid, .payloadFormatInvalid: true
+        default: false
+        }
     }
 
     /// What a failing reason code means for the link, as the frame an IMLink server would have sent.

@@ -53,6 +53,9 @@ final class MQTTLinkHandler: ChannelDuplexHandler {
     /// places for as many held PUBLISHes, and they leave in one write, not one each.
     private var flushAfterRead = false
 
+    /// A read the adapter's held messages put off (`read(context:)`).
+    private var readHeld = false
+
     /// The ACKs of this read, the last one per session (ACK is cumulative), handed to the engine
     /// when the read is done or before any other frame: a burst of PUBACKs (one per message)
     /// reaches the sessions and the store as one acknowledgement per session.
@@ -91,6 +94,21 @@ final class MQTTLinkHandler: ChannelDuplexHandler {
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         perform(adapter.send(unwrapOutboundIn(data)), context: context, flush: false)
         promise?.succeed()
+        // An ACK or a WINDOW may have let held messages go.
+        if readHeld, !adapter.holdsEnough {
+            readHeld = false
+            context.read()
+        }
+    }
+
+    /// Reads from the broker only while the adapter holds fewer `down` messages than our Receive
+    /// Maximum: a broker that sends more than it may is pushed back on by TCP, not kept in memory.
+    func read(context: ChannelHandlerContext) {
+        guard !adapter.holdsEnough else {
+            readHeld = true
+            return
+        }
+        context.read()
     }
 
     func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {

@@ -119,6 +119,9 @@ func runClientsBench(_ options: ClientsBenchOptions) async -> Int32 {
     print("| library | size | one-way msg/s | round trip p50 ms | p99 ms |")
     print("|---|---:|---:|---:|---:|")
     var problems: [String] = []
+    var table = MarkdownTable([.text("library"), .number("size"), .number("one-way msg/s"), .number("vs Swift"),
+                               .number("round trip p50 ms"), .number("p99 ms")])
+    var swiftRates: [Int: Double] = [:]
     for library in options.libraries {
         for size in options.sizes {
             let row = "| \(library.label) | \(bytesLabel(size)) |"
@@ -127,6 +130,10 @@ func runClientsBench(_ options: ClientsBenchOptions) async -> Int32 {
                                                  limitSeconds: options.timeLimitSeconds)
                 print("\(row) \(grouped(Int(report.onewayPerSecond.rounded()))) | \(format(report.rttP50Microseconds / 1000, decimals: 3)) | "
                       + "\(format(report.rttP99Microseconds / 1000, decimals: 3)) |")
+                if library == .swift { swiftRates[size] = report.onewayPerSecond }
+                table.add([library.label, bytesLabel(size), grouped(Int(report.onewayPerSecond.rounded())),
+                           swiftRates[size].map { ratioLabel(report.onewayPerSecond / $0) } ?? "",
+                           format(report.rttP50Microseconds / 1000, decimals: 3), format(report.rttP99Microseconds / 1000, decimals: 3)])
             } catch {
                 print("\(row) FAILED | | |")
                 problems.append("\(library.label), \(bytesLabel(size)): \(error)")
@@ -135,6 +142,7 @@ func runClientsBench(_ options: ClientsBenchOptions) async -> Int32 {
     }
     print("load average \(loadAverage()) at the end")
     for problem in problems { print("imagent-bench clients: \(problem)") }
+    await printMarkdown(table)
     await daemon.stop()
     try? await server.stop()
     return problems.isEmpty ? 0 : 1

@@ -25,13 +25,17 @@ func bestRate(units unit: Int, budget: Double, _ body: () -> Void) -> Double {
 }
 
 /// `imagent-bench codec`: CRC-32C and DATA frame encode/decode rates.
-func runCodec(seconds: Double) {
+func runCodec(seconds: Double) async {
+    var crcRates: [Int: Double] = [:]
+    var table = MarkdownTable([.number("size"), .number("CRC-32C MB/s"), .number("DATA encode frames/s"),
+                               .number("DATA decode frames/s"), .number("decode MB/s")])
     print("CRC-32C (\(CRC32C.isHardwareAccelerated ? "SSE4.2 crc32, three streams" : "slicing-by-8"))")
     for size in [64, 1024, 65_536, 1 << 20] {
         let bytes = [UInt8](repeating: 0xA5, count: size)
         var sink: UInt32 = 0
         let rate = bestRate(units: size, budget: seconds) { sink &+= CRC32C.checksum(bytes) }
         precondition(sink != 1)
+        crcRates[size] = rate
         print("  \(pad(String(size) + " B", 10)) \(format(rate / 1e6)) MB/s")
     }
 
@@ -56,5 +60,9 @@ func runCodec(seconds: Double) {
             precondition(count == batch)
         }
         print("  \(pad(String(size) + " B", 10)) \(pad(format(encodeRate), 18)) \(pad(format(decodeRate), 18)) \(format(decodeRate * Double(size + 32) / 1e6))")
+        table.add([sizeLabel(size), grouped(Int(crcRates[size] ?? 0) / 1_000_000), grouped(Int(encodeRate)), grouped(Int(decodeRate)),
+                   grouped(Int(decodeRate * Double(size + 32) / 1e6))])
     }
+    table.add([sizeLabel(1 << 20), grouped(Int(crcRates[1 << 20] ?? 0) / 1_000_000), "", "", ""])
+    await printMarkdown(table)
 }

@@ -73,9 +73,11 @@ func runCompareBench(_ options: CompareBenchOptions) async -> Int32 {
         print("|---:|---:|---|---:|---:|---:|---:|---:|---:|")
         let (host, port, socket) = (server.host, server.port, daemon.socketPath)
         var failedRows = 0
+        var summary = CompareSummary(baselineBridge: options.tunings[0].rawValue)
         for sessions in options.sessionCounts {
             for size in options.sizes {
-                let label = size % 1024 == 0 ? "\(size / 1024) KiB" : "\(size) B"
+                let label = sizeLabel(size)
+                let payload = label + (options.sessionCounts == [1] ? "" : " × \(sessions) sessions")
                 func row(_ path: String, _ figures: Figures) {
                     print("| \(label) | \(sessions) | \(path) | \(grouped(Int(figures.oneWay))) | \(grouped(Int(figures.roundTrip))) "
                           + "| \(format(figures.p50, decimals: 3)) | \(format(figures.p99, decimals: 3)) "
@@ -89,13 +91,14 @@ func runCompareBench(_ options: CompareBenchOptions) async -> Int32 {
                 }
                 let shape = Shape(sessions: sessions, messages: options.messages, requests: options.requests, window: options.window)
                 /// One path's row; a path that fails prints a FAILED row and the run goes on.
-                func measured(_ path: String, cpuOf pids: [Int32] = [],
+                func measured(_ path: String, _ summaryPath: CompareSummary.Path, cpuOf pids: [Int32] = [],
                               _ run: @escaping @Sendable (Completion, Int, Int) async throws -> RunResult) async -> Figures? {
                     do {
                         let figures = try await withDeadline(600, "\(label) × \(sessions) through \(path)") {
                             try await shape.figures(cpuOf: pids, run)
                         }
                         row(path, figures)
+                        summary.record(payload, summaryPath, .init(oneWay: figures.oneWay, p50: figures.p50, oneWayCPU: figures.oneWayCPU))
                         return figures
                     } catch {
                         print("| \(label) | \(sessions) | \(path) | FAILED: \(error) | | | | | |")
@@ -104,13 +107,13 @@ func runCompareBench(_ options: CompareBenchOptions) async -> Int32 {
                     }
                 }
                 let rows = options.rows
-                let imagent = !rows.contains(.imagentd) ? nil : await measured("imagentd", cpuOf: [daemon.pid]) { completion, count, window in
+                let imagent = !rows.contains(.imagentd) ? nil : await measured("imagentd", .imagentd, cpuOf: [daemon.pid]) { completion, count, window in
                     try await runThroughDaemon(socketPath: socket, completion: completion, size: size, count: count, window: window)
                 }
                 var brokers: [(MosquittoBridge.Tuning, Figures)] = []
                 for (tuning, bridge) in bridges where rows.contains(.bridge) {
                     let (local, upstream) = (bridge.localPort, bridge.upstreamPort)
-                    let figures = await measured("mosquitto bridge, \(tuning.rawValue)", cpuOf: bridge.pids) { completion, count, window in
+                    let figures = await measured("mosquitto bridge, \(tuning.rawValue)", .bridge(tuning.rawValue), cpuOf: bridge.pids) { completion, count, window in
                         try await runThroughMosquitto(localPort: local, upstreamPort: upstream, completion: completion, size: size, count: count, window: window)
                     }
                     if let figures { brokers.append((tuning, figures)) }
@@ -118,7 +121,7 @@ func runCompareBench(_ options: CompareBenchOptions) async -> Int32 {
                 var overMQTT: (MosquittoBridge.Tuning, Figures)?
                 if let (tuning, upstream) = mqtt, rows.contains(.mqtt) {
                     let mqttSocket = upstream.daemon.socketPath
-                    let figures = await measured("imagentd over MQTT (mosquitto \(tuning.rawValue) upstream)", cpuOf: upstream.pids) { completion, count, window in
+                    let figures = await measured("imagentd over MQTT (mosquitto \(tuning.rawValue) upstream)", .mqtt, cpuOf: upstream.pids) { completion, count, window in
                         try await runThroughDaemon(socketPath: mqttSocket, completion: completion, size: size, count: count, window: window)
                     }
                     overMQTT = figures.map { (tuning, $0) }
@@ -129,13 +132,13 @@ func runCompareBench(_ options: CompareBenchOptions) async -> Int32 {
                 if let (tuning, bridge) = bridges.first, mqtt != nil, rows.contains(.directMQTT) {
                     let port = bridge.upstreamPort
                     // CPU: the upstream broker's alone (whether it is the ceiling of one QoS 1 publisher).
-                    directMQTT = await measured("direct MQTT client (mosquitto \(tuning.rawValue) upstream)",
+                    directMQTT = await measured("direct MQTT client (mosquitto \(tuning.rawValue) upstream)", .directMQTT,
                                                 cpuOf: [bridge.pids[0]]) { completion, count, window in
                         try await runThroughMosquitto(localPort: port, upstreamPort: port, completion: completion, size: size,
                                                       count: count, window: window, topicRoot: "direct/")
                     }
                 }
-                let direct = !rows.contains(.directTCP) ? nil : await measured("direct TCP") { completion, count, window in
+                let direct = !rows.contains(.directTCP) ? nil : await measured("direct TCP", .directTCP) { completion, count, window in
                     try await runDirect(host: host, port: port, token: token, completion: completion, size: size,
                                         count: count, window: window)
                 }
@@ -156,6 +159,8 @@ func runCompareBench(_ options: CompareBenchOptions) async -> Int32 {
         let memory = bridges.map { "mosquitto \($0.0.rawValue): local \(mib($0.1.memory.local)), upstream \(mib($0.1.memory.upstream))" }
         print("RSS at the end: imagentd \(mib(daemon.memory().rss)); " + memory.joined(separator: "; "))
         print("load average \(loadAverage()) at the end")
+        let tables = [summary.imlinkTable, summary.mqttTable].compactMap { $0 }
+        if !tables.isEmpty { await printMarkdown(tables) }
         await daemon.stop()
         await mqtt?.1.stop()
         for (_, bridge) in bridges { await bridge.stop() }

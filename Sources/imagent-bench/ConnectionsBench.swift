@@ -94,6 +94,15 @@ func runConnectionsBench(_ options: ConnectionsOptions) async -> Int32 {
     print("median: \(grouped(Int(median(perClient)))) bytes per idle client connection, "
           + "\(grouped(Int(median(perSession)))) bytes per idle session")
     print("load average \(loadAverage()) at the end")
+    /// "4,075 B (4,071–4,075)": the median of the rounds and their range.
+    func spread(_ values: [Double]) -> String {
+        let sorted = values.sorted().map { grouped(Int($0)) }
+        return "\(sorted[sorted.count / 2]) B (\(sorted[0])–\(sorted[sorted.count - 1]))"
+    }
+    var table = MarkdownTable([.text("measure"), .number("median B (range over \(options.rounds) rounds)")])
+    table.add(["RSS per idle client connection (\(grouped(options.clients)) clients)", spread(perClient)])
+    table.add(["RSS per idle session (\(grouped(options.sessions)) sessions)", spread(perSession)])
+    await printMarkdown(table)
     try? await server.stop()
     return 0
 }

@@ -76,6 +76,16 @@ func runIdleBench(_ options: IdleOptions) async -> Int32 {
             print("| \(thread.name) | \(thread.tid) | \(thread.voluntary) | \(thread.nonvoluntary) | \(format(Double(switches) * perMinute, decimals: 1)) |")
         }
         print("| all \(end.threads.count) threads | | | | \(format(Double(total) * perMinute, decimals: 1)) |")
+        var table = MarkdownTable([.text(""), .number("idle daemon")])
+        let threads = end.since(start)
+        for thread in threads where thread.voluntary > 0 { table.add(["voluntary switches, `\(thread.name)`", String(thread.voluntary)]) }
+        let quiet = threads.filter { $0.voluntary == 0 }.map { "`\($0.name)`" }
+        if !quiet.isEmpty { table.add(["voluntary switches, \(quiet.joined(separator: ", "))", "0 each"]) }
+        table.add(["all threads", "\(threads.reduce(0) { $0 + $1.voluntary }) in \(end.threads.count) threads"])
+        let anonymous = DaemonProcess.statusKiB(of: daemon.pid, ["RssAnon"])[0]
+        table.add(["PSS (`smaps_rollup`)", pss.map { "\(format(Double($0) / 1024, decimals: 1)) MB" } ?? "?"])
+        table.add(["anonymous (`RssAnon`)", "\(format(Double(anonymous) / 1024, decimals: 1)) MB"])
+        await printMarkdown(table)
         await daemon.stop()
     } catch {
         print("imagent-bench idle: \(error)")

@@ -155,6 +155,20 @@ private func queueBench(_ options: QueueOptions) async throws -> Bool {
         let exact = result.received == result.expected
         print("| the server received (it refuses gaps and ignores duplicates) | \(grouped(result.received)) of \(grouped(result.expected))"
               + "\(exact ? "" : " MISMATCH") |")
+        func mibs(_ kib: Int) -> String { format(Double(kib) / 1024, decimals: 1) }
+        var table = MarkdownTable([.text(""), .number("figure")])
+        table.add(["queueing (server down)", "\(format(queueSeconds, decimals: 1)) s, \(grouped(Int(Double(messages) / queueSeconds))) msg/s"])
+        table.add(["RssAnon: queued; restarted; drain (peak); after",
+                   "\(mibs(queued[1])); \(mibs(restarted[1])); \(mibs(result.peakAnon)); \(mibs(drained[1])) MiB"])
+        table.add(["link connected → the server has every message", "\(format(result.drain.seconds, decimals: 2)) s"])
+        table.add(["drain rate", "\(grouped(Int(drainRate))) msg/s, \(format(drainRate * Double(options.payload) / 1e6, decimals: 1)) MB/s"])
+        table.add(["live one-way run of \(grouped(count)) × \(bytesLabel(options.payload)) afterwards", "\(grouped(Int(liveRate))) msg/s"])
+        table.add(["drain ÷ live", ratioLabel(drainRate / liveRate)])
+        table.add(["imagentd CPU µs/msg: drain; live run", "\(microseconds(result.cpuPerMessage)); \(microseconds(liveCPU))"])
+        table.add(["live echoes during the drain: count; p50 / p99 / max", "\(grouped(latencies.count)); \(spread(latencies)) ms"])
+        table.add(["of which send → ACCEPTED: p50 / p99 / max", "\(spread(result.acceptedLatencies)) ms"])
+        table.add(["server received (expected)", "\(grouped(result.received)) (\(grouped(result.expected)))"])
+        await printMarkdown(table)
         await daemon.stop()
         try? await server?.stop()
         return exact

@@ -41,13 +41,13 @@ func runReadyBench(_ options: ReadyOptions) async -> Int32 {
             return 1
         }
     }
-    print("")
-    print("| from spawn to | min ms | median ms | max ms |")
-    print("|---|---:|---:|---:|")
-    print(spreadRow("READY=1", ready))
-    print(spreadRow("link connected", connected))
-    print(spreadRow("link connected, CPU time used by imagentd", cpu))
+    var table = MarkdownTable([.text("from spawn to"), .number("min ms"), .number("median ms"), .number("max ms")])
+    table.add(spreadCells("READY=1", ready))
+    table.add(spreadCells("link connected", connected))
+    table.add(spreadCells("link connected, CPU time used by imagentd", cpu))
+    print("\n" + table.text)
     print("load average \(loadAverage()) at the end")
+    await printMarkdown(table)
     try? await server.stop()
     return 0
 }
@@ -91,9 +91,9 @@ func startOnce(serverAddress: String, directory: String?, durability: String = "
     return ((ready - daemon.spawnedAt).seconds * 1000, (connected - daemon.spawnedAt).seconds * 1000, cpu)
 }
 
-/// "| label | min | median | max |" of values in ms.
-func spreadRow(_ label: String, _ values: [Double]) -> String {
+/// [label, min, median, max] of values in ms.
+func spreadCells(_ label: String, _ values: [Double]) -> [String] {
     let sorted = values.sorted()
-    guard let first = sorted.first, let last = sorted.last else { return "| \(label) | | | |" }
-    return "| \(label) | \(format(first, decimals: 1)) | \(format(sorted[sorted.count / 2], decimals: 1)) | \(format(last, decimals: 1)) |"
+    guard let first = sorted.first, let last = sorted.last else { return [label, "", "", ""] }
+    return [label, format(first, decimals: 1), format(sorted[sorted.count / 2], decimals: 1), format(last, decimals: 1)]
 }

@@ -29,19 +29,25 @@ func runRecoveryBench(_ options: RecoveryOptions) async -> Int32 {
     print("")
     print("| stop | queue ms | stop ms | store MiB | spawn → READY ms | spawn → connected ms | spawn → all acknowledged ms | CPU ms to all acknowledged | server got |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    var table = MarkdownTable([.text("durability"), .text("stop"), .number("spawn → READY ms"),
+                               .number("spawn → all acknowledged ms"), .number("server got")])
     for stop in options.stops {
         do {
-            print(try await recoverOnce(options, stop: stop))
+            let recovery = try await recoverOnce(options, stop: stop)
+            print(recovery.row)
+            table.add([options.durability] + recovery.summary)
         } catch {
             print("imagent-bench recovery: \(stop): \(error)")
             return 1
         }
     }
     print("load average \(loadAverage()) at the end")
+    await printMarkdown(table)
     return 0
 }
 
-private func recoverOnce(_ options: RecoveryOptions, stop: String) async throws -> String {
+/// The full row of one stop's recovery, and BENCHMARKS.md's cells of it (stop, → READY, → all acknowledged, server got).
+private func recoverOnce(_ options: RecoveryOptions, stop: String) async throws -> (row: String, summary: [String]) {
     // A bound socket that does not listen: connections to its port are refused until the server takes it.
     let reservation = try PortReservation()
     let address = "127.0.0.1:\(reservation.port)"
@@ -107,9 +113,10 @@ private func recoverOnce(_ options: RecoveryOptions, stop: String) async throws 
         func ms(_ instant: ContinuousClock.Instant) -> String { format((instant - spawn).seconds * 1000, decimals: 1) }
         await second.stop()
         try? await server.stop()
-        return "| \(stop == "kill" ? "SIGKILL" : "SIGTERM") | \(grouped(Int(queued))) | \(format(stopped, decimals: 1)) "
+        let signal = stop == "kill" ? "SIGKILL" : "SIGTERM"
+        return ("| \(signal) | \(grouped(Int(queued))) | \(format(stopped, decimals: 1)) "
             + "| \(format(Double(storeBytes) / 1_048_576, decimals: 1)) | \(ms(ready)) | \(ms(connected)) | \(ms(drained)) "
-            + "| \(format(cpu, decimals: 1)) | \(grouped(received)) |"
+            + "| \(format(cpu, decimals: 1)) | \(grouped(received)) |", [signal, ms(ready), ms(drained), grouped(received)])
     } catch {
         let log = second.log
         await second.stop()

@@ -21,19 +21,26 @@ func runStoreBench(_ options: StoreBenchOptions) async -> Int32 {
     #else
     let build = "release build"
     #endif
+    var table = MarkdownTable([.text("durability"), .number("payload"), .number("one at a time msg/s"),
+                               .number("64 in flight msg/s (msg/commit)"), .number("all at once msg/s (msg/commit)")])
     do {
         for durability in options.durabilities {
             for size in options.sizes {
+                var cells = [durability.rawValue, sizeLabel(size)]
                 for (label, window, count) in [("one at a time", 1, 500), ("64 in flight", 64, 20_000), ("all at once", 20_000, 20_000)] {
                     let (seconds, commits) = try await measureAppends(durability: durability, size: size, window: window, count: count)
+                    let perCommit = window == 1 ? "" : " (\(grouped(Int((Double(count) / Double(commits)).rounded()))))"
+                    cells.append(grouped(Int(Double(count) / seconds)) + perCommit)
                     print("append \(durability) \(size) B, \(label): \(grouped(count)) messages in \(format(seconds * 1000, decimals: 1)) ms"
                         + " = \(grouped(Int(Double(count) / seconds))) messages/s, \(commits) commits"
                         + " = \(grouped(Int(Double(commits) / seconds))) commits/s, \(format(Double(count) / Double(commits), decimals: 1)) messages/commit"
                         + " [\(build)]")
                 }
+                table.add(cells)
             }
         }
         if options.loadMessages > 0 { try await measureLoad(messages: options.loadMessages, build: build) }
+        await printMarkdown(table)
         return 0
     } catch {
         print("imagent-bench store: \(error)")

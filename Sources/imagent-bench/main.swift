@@ -8,7 +8,8 @@ import AgentStore
 // One line at a time also into a pipe or file (`| tee`), so a long run shows its rows as they come.
 setvbuf(stdout, nil, _IOLBF, 0)
 
-let arguments = Array(CommandLine.arguments.dropFirst())
+// `--markdown` (any subcommand) is read by Markdown.swift; the subcommands parse the rest.
+let arguments = CommandLine.arguments.dropFirst().filter { $0 != "--markdown" }
 
 /// The value after `--name`, if given.
 func option(_ name: String) -> String? {
@@ -42,7 +43,7 @@ if let name = arguments.first, let command = benchCommands.first(where: { $0.nam
 
 switch arguments.first {
 case "codec":
-    runCodec(seconds: option("--seconds").flatMap(Double.init) ?? 2.5)
+    await runCodec(seconds: option("--seconds").flatMap(Double.init) ?? 2.5)
 case "daemon":
     var options = DaemonBenchOptions()
     if let value = option("--messages") { options.messages = Int(value) ?? 0 }

@@ -97,9 +97,9 @@ extension IPCMessage {
     }
 }
 
-/// The records `writeRecords` writes, as methods rather than nested functions: a nested
-/// generic function was not specialized, so every integer record went through the
-/// generic `writeTLV` (about 900 instructions each, twice per ACCEPTED and MESSAGE).
+/// The records `writeRecords` writes, as methods rather than nested functions: the compiler
+/// does not specialize a nested generic function, and every integer record would go through
+/// the generic `writeTLV` (hundreds of instructions each, twice per ACCEPTED and MESSAGE).
 private extension ByteBuffer {
     mutating func writeExtensions(_ records: [TLVRecord]) {
         for record in records { writeTLV(tag: record.tag, value: record.value) }

@@ -20,9 +20,21 @@ import SQLiteDatabase
 /// An operation changes the cache only after its statements succeeded, so an
 /// operation that throws leaves the cache as it was.
 ///
+/// A payload of at least `largePayloadBytes` goes to a segment file (`PayloadSegments`) and
+/// its row keeps an empty `payload` with the segment, offset, length and CRC; every read
+/// of a payload or its length goes through `payload(_:)`/`bytesColumn`, so both kinds of
+/// row read alike.
+///
 /// Not `Sendable`: it lives on the writer thread only.
 final class OperationApplier {
     let database: SQLiteDatabase
+    let segments: PayloadSegments
+    /// Payloads of this many bytes or more go to a segment file.
+    let largePayloadBytes: Int
+    /// The most bytes the segment files may hold in the open transaction (nil: no cap); set by the writer.
+    var segmentLimit: Int?
+    /// Rows were deleted since the writer last looked: a segment may have lost its last row.
+    var deletedRows = false
     private var allocator: SessionIDAllocator
     private let bufferAllocator: ByteBufferAllocator = ByteBufferAllocator()
 
@@ -69,13 +81,30 @@ final class OperationApplier {
     private let selectSessionNextExpiry: SQLiteStatement
     private let selectOutboxSpan: SQLiteStatement
     private let selectInboxBytes: SQLiteStatement
+    private let selectOutboxSegmentUsed: SQLiteStatement
+    private let selectInboxSegmentUsed: SQLiteStatement
+
+    /// A payload's length whether it is inline or in a segment.
+    private static let bytesColumn = "ifnull(payload_bytes, length(payload))"
+    /// The columns `payload(_:at:)` reads, from `at` on.
+    private static let payloadColumns = "payload, segment, segment_offset, payload_bytes, payload_crc"
 
     private static let sessionColumns =
         "id, service, owner_uid, priority, durable, state, failure_code, sent_seq, acked_seq, received_seq, delivered_seq, created_ms"
 
-    init(database: SQLiteDatabase, allocator: SessionIDAllocator = SessionIDAllocator()) throws(SQLiteError) {
+    init(database: SQLiteDatabase, configuration: StoreConfiguration,
+         allocator: SessionIDAllocator = SessionIDAllocator()) throws {
         self.database = database
         self.allocator = allocator
+        largePayloadBytes = configuration.largePayloadBytes
+        let outboxUses = try database.prepare("SELECT 1 FROM outbox WHERE segment = ? LIMIT 1")
+        let inboxUses = try database.prepare("SELECT 1 FROM inbox WHERE segment = ? LIMIT 1")
+        selectOutboxSegmentUsed = outboxUses
+        selectInboxSegmentUsed = inboxUses
+        segments = try PayloadSegments(databasePath: configuration.path, durability: configuration.durability,
+                                       segmentBytes: configuration.segmentFileBytes) { segment in
+            try Self.isUsed(segment, outbox: outboxUses, inbox: inboxUses)
+        }
         selectCounters = try database.prepare(
             "SELECT state, sent_seq, acked_seq, received_seq, delivered_seq FROM sessions WHERE id = ?")
         selectSessionExists = try database.prepare("SELECT 1 FROM sessions WHERE id = ?")
@@ -86,11 +115,17 @@ final class OperationApplier {
         updateGivenUp = try database.prepare("UPDATE sessions SET given_up = given_up + ? WHERE id = ?")
         insertSession = try database.prepare(
             "INSERT INTO sessions(\(Self.sessionColumns)) VALUES(?, ?, ?, ?, ?, 'open', NULL, 0, 0, 0, 0, ?)")
-        insertOutbox = try database.prepare("INSERT INTO outbox(session, seq, payload, expires_ms) VALUES(?, ?, ?, ?)")
+        insertOutbox = try database.prepare("""
+            INSERT INTO outbox(session, seq, payload, expires_ms, segment, segment_offset, payload_bytes, payload_crc)
+            VALUES(?, ?, ?, ?, ?, ?, ?, ?)
+            """)
         updateSeqs = try database.prepare(
             "UPDATE sessions SET sent_seq = ?, acked_seq = ?, received_seq = ?, delivered_seq = ? WHERE id = ?")
         deleteOutboxUpTo = try database.prepare("DELETE FROM outbox WHERE session = ? AND seq <= ?")
-        insertInbox = try database.prepare("INSERT INTO inbox(session, seq, payload) VALUES(?, ?, ?)")
+        insertInbox = try database.prepare("""
+            INSERT INTO inbox(session, seq, payload, segment, segment_offset, payload_bytes, payload_crc)
+            VALUES(?, ?, ?, ?, ?, ?, ?)
+            """)
         deleteInboxUpTo = try database.prepare("DELETE FROM inbox WHERE session = ? AND seq <= ?")
         updateFailed = try database.prepare("UPDATE sessions SET state = 'failed', failure_code = ? WHERE id = ?")
         updateClosed = try database.prepare("UPDATE sessions SET state = 'closed' WHERE id = ?")
@@ -109,17 +144,18 @@ final class OperationApplier {
         selectMetadata = try database.prepare("SELECT value FROM metadata WHERE key = ?")
         selectAllMetadata = try database.prepare("SELECT key, value FROM metadata")
         selectOutboxAfter = try database.prepare(
-            "SELECT seq, payload, expires_ms FROM outbox WHERE session = ? AND seq > ? ORDER BY seq LIMIT ?")
+            "SELECT seq, expires_ms, \(Self.bytesColumn), \(Self.payloadColumns) FROM outbox WHERE session = ? AND seq > ? ORDER BY seq LIMIT ?")
         selectInboxAfter = try database.prepare(
-            "SELECT seq, payload FROM inbox WHERE session = ? AND seq > ? ORDER BY seq LIMIT ?")
-        selectAllOutbox = try database.prepare("SELECT session, seq, payload, expires_ms FROM outbox ORDER BY session, seq")
-        selectAllInbox = try database.prepare("SELECT session, seq, payload FROM inbox ORDER BY session, seq")
+            "SELECT seq, \(Self.bytesColumn), \(Self.payloadColumns) FROM inbox WHERE session = ? AND seq > ? ORDER BY seq LIMIT ?")
+        selectAllOutbox = try database.prepare(
+            "SELECT session, seq, expires_ms, \(Self.payloadColumns) FROM outbox ORDER BY session, seq")
+        selectAllInbox = try database.prepare("SELECT session, seq, \(Self.payloadColumns) FROM inbox ORDER BY session, seq")
         // length() of a BLOB reads its size from the record header, not its (overflow) pages.
         selectOutboxTotals = try database.prepare(
-            "SELECT session, count(*), sum(length(payload)), min(expires_ms) FROM outbox GROUP BY session")
+            "SELECT session, count(*), sum(\(Self.bytesColumn)), min(expires_ms) FROM outbox GROUP BY session")
         // INDEXED BY: the primary key would serve `seq > ?` too, by a scan of the whole queue.
         selectSessionExpired = try database.prepare("""
-            SELECT seq, length(payload), expires_ms FROM outbox INDEXED BY outbox_session_expiry
+            SELECT seq, \(Self.bytesColumn), expires_ms FROM outbox INDEXED BY outbox_session_expiry
             WHERE session = ? AND expires_ms IS NOT NULL AND expires_ms <= ? AND seq > ? ORDER BY expires_ms LIMIT ?
             """)
         selectSessionNextExpiry = try database.prepare("""
@@ -127,8 +163,8 @@ final class OperationApplier {
             WHERE session = ? AND expires_ms IS NOT NULL AND seq > ? ORDER BY expires_ms LIMIT 1
             """)
         selectOutboxSpan = try database.prepare(
-            "SELECT seq, length(payload) FROM outbox WHERE session = ? AND seq > ? ORDER BY seq LIMIT ?")
-        selectInboxBytes = try database.prepare("SELECT session, sum(length(payload)) FROM inbox GROUP BY session")
+            "SELECT seq, \(Self.bytesColumn) FROM outbox WHERE session = ? AND seq > ? ORDER BY seq LIMIT ?")
+        selectInboxBytes = try database.prepare("SELECT session, sum(\(Self.bytesColumn)) FROM inbox GROUP BY session")
     }
 
     /// Applies one operation inside the open transaction.
@@ -166,6 +202,7 @@ final class OperationApplier {
             _ = try counters(session)
             let id = SQLiteValue.integer(Int64(bitPattern: session))
             try deleteOutboxOne.run([id, .integer(Int64(bitPattern: seq))])
+            deletedRows = true
             // Only a message still stored counts: giving one up twice changes nothing.
             try updateGivenUp.run([.integer(Int64(database.changes)), id])
             return .done
@@ -314,6 +351,7 @@ final class OperationApplier {
         let id = SQLiteValue.integer(Int64(bitPattern: session))
         try deleteOutboxOfSession.run([id])
         try deleteInboxOfSession.run([id])
+        deletedRows = true
         try updateClosed.run([id])
         changed.state = .closed
         setCounters(session, changed, seqsChanged: false)
@@ -345,8 +383,8 @@ final class OperationApplier {
         defer { insertOutbox.reset() }
         try insertOutbox.bind(Int64(bitPattern: session), at: 1)
         try insertOutbox.bind(Int64(bitPattern: seq), at: 2)
-        try payload.withUnsafeReadableBytes { (bytes) throws(SQLiteError) in try insertOutbox.bind(bytes: bytes, at: 3) }
         if let expiresAtMS { try insertOutbox.bind(expiresAtMS, at: 4) } else { try insertOutbox.bindNull(at: 4) }
+        try bindPayload(payload, to: insertOutbox, at: 3, reference: 5)
         try insertOutbox.step()
         var changed = current
         changed.sent = seq
@@ -361,6 +399,7 @@ final class OperationApplier {
         // ACKs are cumulative and may repeat (wire.md §5): an old one changes nothing.
         guard upTo > current.acked else { return }
         try deleteOutboxUpTo.run([.integer(Int64(bitPattern: session)), .integer(Int64(bitPattern: upTo))])
+        deletedRows = true
         var changed = current
         changed.acked = upTo
         setCounters(session, changed, seqsChanged: true)
@@ -369,6 +408,7 @@ final class OperationApplier {
     private func expireOutbound(nowMS: Int64) throws(SQLiteError) -> [ExpiredMessage] {
         defer { deleteExpired.reset() }
         try deleteExpired.bind(nowMS, at: 1)
+        deletedRows = true
         var expired: [ExpiredMessage] = []
         while try deleteExpired.step() {
             expired.append(ExpiredMessage(session: UInt64(bitPattern: deleteExpired.integer(at: 0)),
@@ -393,6 +433,7 @@ final class OperationApplier {
             }
         }
         for message in expired { try deleteOutboxOne.run([id, .integer(Int64(bitPattern: message.seq))]) }
+        if !expired.isEmpty { deletedRows = true }
         if !expired.isEmpty { try updateGivenUp.run([.integer(Int64(expired.count)), id]) }
         // EXPIRED events go out in seq order.
         expired.sort { $0.seq < $1.seq }
@@ -414,18 +455,19 @@ final class OperationApplier {
         return span
     }
 
-    private func outbound(session: UInt64, after: UInt64, limit: Int, maxBytes: Int) throws(SQLiteError) -> [OutboundMessage] {
+    private func outbound(session: UInt64, after: UInt64, limit: Int, maxBytes: Int) throws -> [OutboundMessage] {
         defer { selectOutboxAfter.reset() }
         try selectOutboxAfter.bind([.integer(Int64(bitPattern: session)), .integer(Int64(bitPattern: after)),
                                     .integer(Int64(limit))])
         var messages: [OutboundMessage] = []
         var bytes = 0
         while bytes < maxBytes, try selectOutboxAfter.step() {
-            let payload = buffer(selectOutboxAfter, column: 1)
-            guard messages.isEmpty || bytes + payload.readableBytes <= maxBytes else { break }
-            bytes += payload.readableBytes
-            messages.append(OutboundMessage(seq: UInt64(bitPattern: selectOutboxAfter.integer(at: 0)), payload: payload,
-                                            expiresAtMS: selectOutboxAfter.isNull(at: 2) ? nil : selectOutboxAfter.integer(at: 2)))
+            let length = Int(selectOutboxAfter.integer(at: 2))
+            guard messages.isEmpty || bytes + length <= maxBytes else { break }
+            bytes += length
+            messages.append(OutboundMessage(seq: UInt64(bitPattern: selectOutboxAfter.integer(at: 0)),
+                                            payload: try payload(selectOutboxAfter, at: 3),
+                                            expiresAtMS: selectOutboxAfter.isNull(at: 1) ? nil : selectOutboxAfter.integer(at: 1)))
         }
         return messages
     }
@@ -439,7 +481,7 @@ final class OperationApplier {
         defer { insertInbox.reset() }
         try insertInbox.bind(Int64(bitPattern: session), at: 1)
         try insertInbox.bind(Int64(bitPattern: seq), at: 2)
-        try payload.withUnsafeReadableBytes { (bytes) throws(SQLiteError) in try insertInbox.bind(bytes: bytes, at: 3) }
+        try bindPayload(payload, to: insertInbox, at: 3, reference: 4)
         try insertInbox.step()
         var changed = current
         changed.received = seq
@@ -453,22 +495,24 @@ final class OperationApplier {
         }
         guard upTo > current.delivered else { return }
         try deleteInboxUpTo.run([.integer(Int64(bitPattern: session)), .integer(Int64(bitPattern: upTo))])
+        deletedRows = true
         var changed = current
         changed.delivered = upTo
         setCounters(session, changed, seqsChanged: true)
     }
 
-    private func inbound(session: UInt64, after: UInt64, limit: Int, maxBytes: Int) throws(SQLiteError) -> [InboundMessage] {
+    private func inbound(session: UInt64, after: UInt64, limit: Int, maxBytes: Int) throws -> [InboundMessage] {
         defer { selectInboxAfter.reset() }
         try selectInboxAfter.bind([.integer(Int64(bitPattern: session)), .integer(Int64(bitPattern: after)),
                                    .integer(Int64(limit))])
         var messages: [InboundMessage] = []
         var bytes = 0
         while bytes < maxBytes, try selectInboxAfter.step() {
-            let payload = buffer(selectInboxAfter, column: 1)
-            guard messages.isEmpty || bytes + payload.readableBytes <= maxBytes else { break }
-            bytes += payload.readableBytes
-            messages.append(InboundMessage(seq: UInt64(bitPattern: selectInboxAfter.integer(at: 0)), payload: payload))
+            let length = Int(selectInboxAfter.integer(at: 1))
+            guard messages.isEmpty || bytes + length <= maxBytes else { break }
+            bytes += length
+            messages.append(InboundMessage(seq: UInt64(bitPattern: selectInboxAfter.integer(at: 0)),
+                                           payload: try payload(selectInboxAfter, at: 2)))
         }
         return messages
     }
@@ -509,8 +553,8 @@ final class OperationApplier {
                 guard let index = position[UInt64(bitPattern: selectAllOutbox.integer(at: 0))] else { continue }
                 sessions[index].outbox.append(OutboundMessage(
                     seq: UInt64(bitPattern: selectAllOutbox.integer(at: 1)),
-                    payload: buffer(selectAllOutbox, column: 2),
-                    expiresAtMS: selectAllOutbox.isNull(at: 3) ? nil : selectAllOutbox.integer(at: 3)))
+                    payload: try payload(selectAllOutbox, at: 3),
+                    expiresAtMS: selectAllOutbox.isNull(at: 2) ? nil : selectAllOutbox.integer(at: 2)))
             }
         }
         do {
@@ -518,7 +562,7 @@ final class OperationApplier {
             while try selectAllInbox.step() {
                 guard let index = position[UInt64(bitPattern: selectAllInbox.integer(at: 0))] else { continue }
                 sessions[index].inbox.append(InboundMessage(seq: UInt64(bitPattern: selectAllInbox.integer(at: 1)),
-                                                            payload: buffer(selectAllInbox, column: 2)))
+                                                            payload: try payload(selectAllInbox, at: 2)))
             }
         }
         var metadata: [String: String] = [:]
@@ -566,12 +610,53 @@ final class OperationApplier {
         }
     }
 
-    private func buffer(_ statement: SQLiteStatement, column: Int32) -> ByteBuffer {
-        statement.withBlob(at: column) { bytes in
+    /// The payload of a row read with `payloadColumns` starting at `column`: inline, or from its segment.
+    private func payload(_ statement: SQLiteStatement, at column: Int32) throws(StoreError) -> ByteBuffer {
+        guard statement.isNull(at: column + 1) else {
+            return try segments.read(SegmentReference(segment: statement.integer(at: column + 1),
+                                                      offset: statement.integer(at: column + 2),
+                                                      length: Int(statement.integer(at: column + 3)),
+                                                      crc: UInt32(truncatingIfNeeded: statement.integer(at: column + 4))),
+                                     allocator: bufferAllocator)
+        }
+        return statement.withBlob(at: column) { bytes in
             var buffer = bufferAllocator.buffer(capacity: bytes.count)
             buffer.writeBytes(bytes)
             return buffer
         }
+    }
+
+    /// Binds `payload` at `column` inline, or (large) appends it to a segment and binds an empty
+    /// payload and the reference to the four columns from `reference` on.
+    private func bindPayload(_ payload: ByteBuffer, to statement: SQLiteStatement, at column: Int32,
+                             reference: Int32) throws {
+        guard payload.readableBytes >= largePayloadBytes else {
+            try payload.withUnsafeReadableBytes { (bytes) throws(SQLiteError) in try statement.bind(bytes: bytes, at: column) }
+            for index in reference..<reference + 4 { try statement.bindNull(at: index) }
+            return
+        }
+        let stored = try payload.withUnsafeReadableBytes { (bytes) throws(StoreError) in
+            try segments.append(bytes, limit: segmentLimit)
+        }
+        try statement.bind([UInt8](), at: column)
+        try statement.bind(stored.segment, at: reference)
+        try statement.bind(stored.offset, at: reference + 1)
+        try statement.bind(Int64(stored.length), at: reference + 2)
+        try statement.bind(Int64(stored.crc), at: reference + 3)
+    }
+
+    /// Whether a row of either queue still refers to `segment`.
+    func segmentIsUsed(_ segment: Int64) throws -> Bool {
+        try Self.isUsed(segment, outbox: selectOutboxSegmentUsed, inbox: selectInboxSegmentUsed)
+    }
+
+    private static func isUsed(_ segment: Int64, outbox: SQLiteStatement, inbox: SQLiteStatement) throws -> Bool {
+        for statement in [outbox, inbox] {
+            defer { statement.reset() }
+            try statement.bind(segment, at: 1)
+            if try statement.step() { return true }
+        }
+        return false
     }
 
     private static func state(_ text: String?) throws(StoreError) -> StoredSessionState {

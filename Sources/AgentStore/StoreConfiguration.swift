@@ -33,13 +33,22 @@ public struct StoreConfiguration: Sendable, Hashable {
     public var path: String
     /// See `Durability`; `.process` unless the configuration asks for power-loss safety.
     public var durability: Durability
-    /// The largest the database file may grow, in bytes (nil: until the disk is full).
-    /// A commit that would pass it fails with `StoreError.full`, exactly like a full disk,
-    /// so the daemon refuses new messages (QUEUE_FULL) long before the disk fills.
-    /// The limit is on the main file (`PRAGMA max_page_count`); the WAL beside it
-    /// holds at most the batches since the last checkpoint and is cut back to
+    /// The largest the database file and its payload segment files together may grow, in
+    /// bytes (nil: until the disk is full). A commit that would pass it fails with
+    /// `StoreError.full`, exactly like a full disk, so the daemon refuses new messages
+    /// (QUEUE_FULL) long before the disk fills. The WAL beside the database holds at most
+    /// the batches since the last checkpoint and is cut back to
     /// `StoreWriter.walSizeLimitBytes` after each one, so budget that much more.
     public var maximumSizeBytes: Int?
+    /// Payloads of this many bytes or more are written to a segment file beside the database
+    /// (`<path>-payloads.<n>`, see `PayloadSegments`) instead of into it: once, with one
+    /// `pwrite`, where SQLite would spread them over a chain of overflow pages written to the
+    /// WAL and copied again by the checkpoint. Below it a payload stays inside its row, on the
+    /// b-tree page the append writes anyway.
+    public var largePayloadBytes: Int
+    /// A segment file takes new payloads until it holds this many bytes; the next commit starts
+    /// another. A segment is deleted once no stored message is in it.
+    public var segmentFileBytes: Int
     /// The most operations one transaction takes from the queue. Bounds the time
     /// one commit holds the writer and the memory a batch pins; operations beyond
     /// it wait for the next commit, which starts immediately.
@@ -63,18 +72,29 @@ public struct StoreConfiguration: Sendable, Hashable {
     /// The default `writerLinger`.
     public static let defaultWriterLinger = TimeAmount.microseconds(250)
 
+    /// The default `largePayloadBytes`: a payload that no longer fits on a 4 KiB page.
+    public static let defaultLargePayloadBytes = 4096
+
+    /// The default `segmentFileBytes`.
+    public static let defaultSegmentFileBytes = 16 << 20
+
     /// The default `pageCacheBytes`.
     public static let defaultPageCacheBytes = 2 << 20
 
     public init(path: String, durability: Durability = .process, maximumSizeBytes: Int? = nil,
                 maximumBatchOperations: Int = 8192, pageCacheBytes: Int = StoreConfiguration.defaultPageCacheBytes,
-                writerLinger: TimeAmount = StoreConfiguration.defaultWriterLinger) {
+                writerLinger: TimeAmount = StoreConfiguration.defaultWriterLinger,
+                largePayloadBytes: Int = StoreConfiguration.defaultLargePayloadBytes,
+                segmentFileBytes: Int = StoreConfiguration.defaultSegmentFileBytes) {
         precondition(maximumBatchOperations > 0, "a batch must take at least one operation")
+        precondition(largePayloadBytes > 0 && segmentFileBytes > 0, "payload sizes must be positive")
         self.path = path
         self.durability = durability
         self.maximumSizeBytes = maximumSizeBytes
         self.maximumBatchOperations = maximumBatchOperations
         self.pageCacheBytes = pageCacheBytes
         self.writerLinger = writerLinger
+        self.largePayloadBytes = largePayloadBytes
+        self.segmentFileBytes = segmentFileBytes
     }
 }

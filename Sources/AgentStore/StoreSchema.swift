@@ -74,6 +74,24 @@ enum StoreSchema {
             CREATE INDEX outbox_session_expiry ON outbox(session, expires_ms) WHERE expires_ms IS NOT NULL;
             """
         ),
+        Migration(
+            version: 4, summary: "outbox and inbox rows may hold their payload in a segment file beside the database",
+            // A large payload is written once to `<database>-payloads.<segment>` (see PayloadSegments);
+            // its row keeps an empty payload and where the bytes are, with their length and CRC-32C.
+            // The partial indexes find whether any row still refers to a segment without a scan.
+            sql: """
+            ALTER TABLE outbox ADD COLUMN segment INTEGER;
+            ALTER TABLE outbox ADD COLUMN segment_offset INTEGER;
+            ALTER TABLE outbox ADD COLUMN payload_bytes INTEGER;
+            ALTER TABLE outbox ADD COLUMN payload_crc INTEGER;
+            ALTER TABLE inbox ADD COLUMN segment INTEGER;
+            ALTER TABLE inbox ADD COLUMN segment_offset INTEGER;
+            ALTER TABLE inbox ADD COLUMN payload_bytes INTEGER;
+            ALTER TABLE inbox ADD COLUMN payload_crc INTEGER;
+            CREATE INDEX outbox_segment ON outbox(segment) WHERE segment IS NOT NULL;
+            CREATE INDEX inbox_segment ON inbox(segment) WHERE segment IS NOT NULL;
+            """
+        ),
     ]
 
     /// The version this build writes and understands.

@@ -28,6 +28,11 @@ final class StoreWriter: @unchecked Sendable {
     private let applier: OperationApplier
     private let statistics: NIOLockedValueBox<StoreStatistics>
     private let observer: StoreCommitObserver?
+    private let maximumSizeBytes: Int?
+    private let pageSize: Int
+    private let durability: Durability
+    /// The database's share of `maximumSizeBytes` last given to SQLite, in pages.
+    private var maximumPages = 0
 
     private let begin: SQLiteStatement
     private let commit: SQLiteStatement
@@ -55,10 +60,8 @@ final class StoreWriter: @unchecked Sendable {
             // deleted cells on the b-tree pages a delete writes anyway; freed overflow pages keep
             // their bytes, inside the daemon's private file, until new messages reuse them.
             try database.setSecureDelete(.fast)
-            if let maximumSizeBytes = configuration.maximumSizeBytes {
-                try database.setMaxPageCount(max(1, maximumSizeBytes / (try database.pageSize)))
-            }
-            applier = try OperationApplier(database: database)
+            pageSize = try database.pageSize
+            applier = try OperationApplier(database: database, configuration: configuration)
             begin = try database.prepare("BEGIN IMMEDIATE")
             commit = try database.prepare("COMMIT")
             savepoint = try database.prepare("SAVEPOINT submission")
@@ -67,6 +70,8 @@ final class StoreWriter: @unchecked Sendable {
         } catch let error as SQLiteError {
             throw StoreError(error)
         }
+        maximumSizeBytes = configuration.maximumSizeBytes
+        durability = configuration.durability
         self.statistics = statistics
         self.observer = observer
     }
@@ -102,21 +107,27 @@ final class StoreWriter: @unchecked Sendable {
         var operationCount = 0
         let started = ContinuousClock.now
         do {
+            applier.segments.beginTransaction()
+            try limitSize()
             try step(begin)
             for index in indices {
                 outcomes.append(try applySubmission(batch[index]))
                 operationCount += batch[index].count
             }
             try writeCounters()
+            // At `power` the payload bytes are on the disk before the commit that refers to them.
+            try applier.segments.beforeCommit()
             try step(commit)
         } catch {
             // SQLite may already have rolled back (it does on some I/O and full errors).
             if database.isInTransaction { try? database.execute("ROLLBACK") }
+            applier.segments.rolledBack()
             applier.transactionRolledBack()
             statistics.withLockedValue { $0.failedCommits += 1 }
             throw error
         }
         applier.transactionCommitted()
+        removeUnusedSegments()
         observer?(ContinuousClock.now - started, operationCount)
         statistics.withLockedValue {
             $0.commits += 1
@@ -157,6 +168,36 @@ final class StoreWriter: @unchecked Sendable {
         } catch {
             throw StoreError.database("\(error)")
         }
+    }
+
+    /// Splits `maximumSizeBytes` between the segment files, as they are now, and the database:
+    /// SQLite refuses to grow the file past its share (`max_page_count`), and the segments refuse
+    /// an append past theirs (`segmentLimit`).
+    private func limitSize() throws(StoreError) {
+        guard let maximumSizeBytes else { return }
+        let pages = max(1, (maximumSizeBytes - applier.segments.totalBytes) / pageSize)
+        do {
+            if pages != maximumPages { maximumPages = try database.setMaxPageCount(pages) }
+            let databaseBytes = Int(try database.queryInteger("PRAGMA page_count") ?? 0) * pageSize
+            applier.segmentLimit = max(0, maximumSizeBytes - databaseBytes)
+        } catch {
+            throw StoreError(error)
+        }
+    }
+
+    /// Deletes the segment files no row refers to any more, once the commits that deleted
+    /// their rows are durable: at `power` they are; at `process` a checkpoint first syncs
+    /// the WAL, so a power loss cannot bring back a row whose bytes are gone. A file that
+    /// stays (a failure here) is found again after the next deletion, or at open.
+    private func removeUnusedSegments() {
+        guard applier.deletedRows else { return }
+        applier.deletedRows = false
+        let unused = applier.segments.olderSegments.filter { (try? applier.segmentIsUsed($0)) == false }
+        guard !unused.isEmpty else { return }
+        if durability == .process {
+            guard (try? database.execute("PRAGMA wal_checkpoint(PASSIVE)")) != nil else { return }
+        }
+        for segment in unused { applier.segments.remove(segment) }
     }
 
     private func writeCounters() throws(StoreError) {

@@ -1,4 +1,4 @@
-// agentstore-crash-writer DATABASE process|power
+// agentstore-crash-writer DATABASE process|power [PAYLOAD_BYTES]
 //
 // The child process of AgentStoreTests' crash test. It appends to one session
 // of the store at DATABASE as fast as group commit allows — each submission
@@ -9,8 +9,12 @@
 // printed is in the database, intact. Started again on the same database it
 // resumes after the highest seq stored.
 //
-// Payload of seq s (the test recomputes it): 64 bytes, s as 8 bytes little
-// endian, then byte i (8 ≤ i < 64) = (s + i) mod 256.
+// Payload of seq s (the test recomputes it): PAYLOAD_BYTES (default 64) bytes,
+// s as 8 bytes little endian, then byte i (8 ≤ i) = (s + i) mod 256.
+//
+// With PAYLOAD_BYTES, payloads go to the store's segment files (1 MiB each), and
+// each submission also acknowledges the messages of both queues up to seq - 32, so
+// segments are created and deleted while the test kills the writer.
 
 #if canImport(Glibc)
 import Glibc
@@ -27,16 +31,25 @@ func fail(_ message: String) -> Never {
     exit(2)
 }
 
-func payload(_ seq: UInt64) -> ByteBuffer {
-    var buffer = ByteBuffer()
-    buffer.writeInteger(seq, endianness: .little)
-    for index in 8..<64 { buffer.writeInteger(UInt8(truncatingIfNeeded: seq &+ UInt64(index))) }
-    return buffer
-}
-
 let arguments = CommandLine.arguments
-guard arguments.count == 3, let durability = Durability(rawValue: arguments[2]) else {
-    fail("usage: agentstore-crash-writer DATABASE process|power")
+guard arguments.count == 3 || arguments.count == 4, let durability = Durability(rawValue: arguments[2]),
+      let payloadBytes = arguments.count == 4 ? Int(arguments[3]) : 64, payloadBytes >= 8 else {
+    fail("usage: agentstore-crash-writer DATABASE process|power [PAYLOAD_BYTES]")
+}
+let large = arguments.count == 4
+/// Outbound messages more than this many seqs behind are acknowledged (large payloads only).
+let acknowledgedLag: UInt64 = 32
+
+/// 0, 1, …, 255, 0, 1, …: payload bytes are a slice of it, copied at once rather than byte by byte.
+let ramp = (0..<payloadBytes + 256).map { UInt8(truncatingIfNeeded: $0) }
+
+@Sendable func payload(_ seq: UInt64) -> ByteBuffer {
+    var buffer = ByteBuffer()
+    buffer.reserveCapacity(payloadBytes)
+    buffer.writeInteger(seq, endianness: .little)
+    let start = Int(seq % 256)
+    buffer.writeBytes(ramp[start + 8..<start + payloadBytes])
+    return buffer
 }
 
 let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -45,7 +58,12 @@ let store: AgentStore
 let session: UInt64
 let first: UInt64
 do {
-    store = try AgentStore.open(StoreConfiguration(path: arguments[1], durability: durability), on: loop).wait()
+    var configuration = StoreConfiguration(path: arguments[1], durability: durability)
+    if large {
+        configuration.largePayloadBytes = 64
+        configuration.segmentFileBytes = 1 << 20
+    }
+    store = try AgentStore.open(configuration, on: loop).wait()
     if let text = try store.metadata(forKey: "crash-writer-session", on: loop).wait(), let id = UInt64(text) {
         guard let record = try store.session(id, on: loop).wait() else { fail("session \(id) vanished") }
         session = id
@@ -70,8 +88,13 @@ let next = NIOLoopBoundBox.makeBoxSendingValue(first, eventLoop: loop)
 @Sendable func submitNext() {
     let seq = next.value
     next.value += 1
-    store.perform([.appendOutbound(session: session, seq: seq, payload: payload(seq), expiresAtMS: nil),
-                   .appendInbound(session: session, seq: seq, payload: payload(seq))], on: loop)
+    var operations: [StoreOperation] = [.appendOutbound(session: session, seq: seq, payload: payload(seq), expiresAtMS: nil),
+                                        .appendInbound(session: session, seq: seq, payload: payload(seq))]
+    if large, seq > acknowledgedLag {
+        operations.append(.markAcked(session: session, upTo: seq - acknowledgedLag))
+        operations.append(.markDelivered(session: session, upTo: seq - acknowledgedLag))
+    }
+    store.perform(operations, on: loop)
         .whenComplete { result in
             switch result {
             case .success:

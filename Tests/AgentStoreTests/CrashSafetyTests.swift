@@ -24,20 +24,22 @@ struct CrashSafetyTests {
     }()
 
     /// What the child writes for seq `seq` (see Sources/agentstore-crash-writer/main.swift).
-    static func expectedPayload(_ seq: UInt64) -> ByteBuffer {
+    static func expectedPayload(_ seq: UInt64, bytes: Int = 64) -> ByteBuffer {
         var buffer = ByteBuffer()
         buffer.writeInteger(seq, endianness: .little)
-        for index in 8..<64 { buffer.writeInteger(UInt8(truncatingIfNeeded: seq &+ UInt64(index))) }
+        buffer.writeBytes((8..<bytes).map { UInt8(truncatingIfNeeded: seq &+ UInt64($0)) })
         return buffer
     }
 
     /// Runs the writer on `database`, kills it with SIGKILL after a random delay once it
     /// has reported progress, and returns every seq it reported committed.
-    func runAndKill(database: String, durability: Durability, directory: String, round: Int) async throws -> [UInt64] {
+    func runAndKill(database: String, durability: Durability, directory: String, round: Int,
+                    payloadBytes: Int? = nil) async throws -> [UInt64] {
         let outPath = directory + "/writer-\(durability)-\(round).out"
         // Not the test's own stderr: a writer left running if this process died would keep `swift test` waiting.
         let errPath = directory + "/writer-\(durability)-\(round).err"
-        let process = try ChildProcess(executable: Self.writerBinary, arguments: [database, durability.rawValue],
+        let process = try ChildProcess(executable: Self.writerBinary,
+                                       arguments: [database, durability.rawValue] + (payloadBytes.map { [String($0)] } ?? []),
                                        stdout: .file(outPath), stderr: .file(errPath))
 
         // Wait until it is committing, then let it run a random while more.
@@ -89,5 +91,39 @@ struct CrashSafetyTests {
             print("crash (\(durability)) round \(round): killed after \(reported.count) reported commits; reopened with seqs 1...\(highest) intact")
         }
         #expect(reportedTotal > 0)
+    }
+
+    /// Large payloads live in segment files that the writer creates, fills and (once both
+    /// queues acknowledged their messages) deletes while it is killed: every message still
+    /// queued reads back byte-exact, and no segment file outlives its messages.
+    @Test(arguments: Durability.allCases)
+    func largePayloadsInSegmentFiles_surviveKill9_whileSegmentsComeAndGo(durability: Durability) async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let size = 65536
+        for round in 1...4 {
+            let reported = try await runAndKill(database: directory.databasePath, durability: durability,
+                                                directory: directory.path, round: round, payloadBytes: size)
+            #expect(!reported.isEmpty, "round \(round): nothing reported")
+
+            let snapshot = try await reopen(directory.databasePath, durability: durability) { try await $0.load(on: testLoop).get() }
+            #expect(try SQLiteDatabase(path: directory.databasePath).integrityCheck() == ["ok"])
+            let session = try #require(snapshot.sessions.first, "round \(round): no session")
+            let record = session.record
+            #expect(reported.max() ?? 0 <= record.sentSeq, "round \(round): reported up to \(reported.max() ?? 0) but only \(record.sentSeq) stored")
+            #expect(record.receivedSeq == record.sentSeq)
+            #expect(record.ackedSeq == record.deliveredSeq && record.sentSeq - record.ackedSeq <= 32)
+            #expect(session.outbox.map(\.seq) == Array(stride(from: record.ackedSeq + 1, through: record.sentSeq, by: 1)))
+            #expect(session.inbox.map(\.seq) == Array(stride(from: record.deliveredSeq + 1, through: record.receivedSeq, by: 1)))
+            let damaged = session.outbox.filter { $0.payload != Self.expectedPayload($0.seq, bytes: size) }.map(\.seq)
+                + session.inbox.filter { $0.payload != Self.expectedPayload($0.seq, bytes: size) }.map(\.seq)
+            #expect(damaged.isEmpty, "round \(round): payloads differ for seqs \(damaged.prefix(10))")
+            // 33 messages each way of 64 KiB are at most 5 segments of 1 MiB; the open removed the others,
+            // and the new segment it starts.
+            let segments = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.contains("-payloads.") }
+            #expect(segments.count <= 7, "round \(round): \(segments.count) segment files for \(session.outbox.count) messages each way")
+            print("crash with segments (\(durability)) round \(round): killed after \(reported.count) reported commits; "
+                + "seqs \(record.ackedSeq + 1)...\(record.sentSeq) intact in \(segments.count) segment files")
+        }
     }
 }

@@ -10,7 +10,7 @@ struct MigrationTests {
         try await reopen(directory.databasePath) { _ in }
 
         let database = try SQLiteDatabase(path: directory.databasePath)
-        #expect(try database.userVersion == 3)
+        #expect(try database.userVersion == 4)
         #expect(try database.queryText("PRAGMA journal_mode") == "wal")
         let tables = try database.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
         var names: [String] = []
@@ -27,7 +27,7 @@ struct MigrationTests {
         try await reopen(directory.databasePath) { store async throws in
             #expect(try await store.metadata(forKey: "agent_id", on: testLoop).get() == "agent-1")
         }
-        #expect(try SQLiteDatabase(path: directory.databasePath).userVersion == 3)
+        #expect(try SQLiteDatabase(path: directory.databasePath).userVersion == 4)
     }
 
     @Test func refusesADatabaseFromANewerVersion_withAClearMessage() async throws {
@@ -38,7 +38,7 @@ struct MigrationTests {
         let error = await #expect(throws: StoreError.self) {
             try await AgentStore.open(StoreConfiguration(path: directory.databasePath), on: testLoop).get()
         }
-        #expect(error == .schemaTooNew(found: 99, supported: 3, path: directory.databasePath))
+        #expect(error == .schemaTooNew(found: 99, supported: 4, path: directory.databasePath))
         #expect(error?.description.contains("run a newer imagentd or move the database aside") == true)
         // Refused without touching it.
         #expect(try SQLiteDatabase(path: directory.databasePath).userVersion == 99)

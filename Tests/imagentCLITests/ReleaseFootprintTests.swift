@@ -1,0 +1,49 @@
+import Foundation
+import IMAgentTestKit
+import Testing
+
+/// What keeps the packaged `imagentd`'s idle memory down (BENCHMARKS.md, "Footprint"), checked
+/// on the binary itself, since an idle daemon's PSS is mostly its own mapped pages:
+/// - no regex engine: `String.contains(String)` and its kin live in _StringProcessing, which
+///   brings _RegexParser with it (about 1 MB of code that the daemon never runs);
+/// - no exported symbols (a dynamic symbol table of 1.5 MB otherwise, and code that
+///   --gc-sections must keep);
+/// - read-only data in a segment apart from the code, and relative relocations packed (DT_RELR):
+///   the linker flags Package.swift gives the release `imagentd`.
+///
+/// It reads `$IMAGENT_RELEASE_BIN_DIR/imagentd` (scripts/test sets it to the packaged build:
+/// release, Swift runtime linked statically); a debug build is linked differently, so without
+/// it the suite does not run.
+@Suite(.enabled(if: releaseBinDirectory != nil, "IMAGENT_RELEASE_BIN_DIR is unset (scripts/test sets it)"),
+       .timeLimit(.minutes(1)))
+struct ReleaseFootprintTests {
+    static var binary: String { (releaseBinDirectory ?? "") + "/imagentd" }
+
+    @Test func theReleaseDaemonLinksNoRegexEngine() async throws {
+        let symbols = try await run("nm", ["--defined-only", Self.binary])
+        // Swift mangles a module's name as `<length><name>`, in its declarations and its extensions of others' types.
+        let regex = symbols.split(separator: "\n").filter { $0.contains("17_StringProcessing") || $0.contains("12_RegexParser") }
+        let hint = "find the caller with `nm -u` on the objects in .build/release/imagentd.product/Objects.LinkFileList"
+        #expect(regex.isEmpty, "\(regex.count) symbols of _StringProcessing or _RegexParser, e.g. \(regex.prefix(5)); \(hint)")
+        #expect(symbols.split(separator: "\n").count > 10_000, "nm listed too few symbols to judge: is \(Self.binary) stripped?")
+    }
+
+    @Test func theReleaseDaemonExportsNoSymbols_andKeepsDataApartFromCode() async throws {
+        let exported = try await run("nm", ["-D", "--defined-only", Self.binary]).split(separator: "\n")
+        #expect(exported.count < 100, "\(exported.count) exported symbols, e.g. \(exported.prefix(5))")
+        let segments = try await run("readelf", ["-lW", Self.binary]).split(separator: "\n").filter { $0.contains("LOAD") }
+        let readOnly = segments.filter { $0.hasSuffix(" R   0x1000") }
+        #expect(!readOnly.isEmpty && segments.contains { $0.hasSuffix(" R E 0x1000") },
+                "no read-only LOAD segment apart from the code's:\n\(segments.joined(separator: "\n"))")
+        let packed = try await run("readelf", ["-dW", Self.binary]).contains("(RELR)")
+        #expect(packed, "relative relocations are not packed (no DT_RELR)")
+    }
+
+    private func run(_ tool: String, _ arguments: [String]) async throws -> String {
+        let output = try await ChildProcess.run("/usr/bin/" + tool, arguments, limit: .seconds(30))
+        try #require(output.status == 0 && !output.signaled, "\(tool) \(arguments.joined(separator: " ")): \(output.stderr)")
+        return output.stdout
+    }
+}
+
+private let releaseBinDirectory: String? = ProcessInfo.processInfo.environment["IMAGENT_RELEASE_BIN_DIR"].flatMap { $0.isEmpty ? nil : $0 }

@@ -42,8 +42,10 @@ final class PayloadSegments {
     private(set) var sizes: [Int64: Int] = [:]
     private var current: Int64
     private var currentDescriptor: CInt
-    /// Descriptors of older segments opened to read them, closed when they are removed.
+    /// Descriptors of older segments opened to read them: at most `readersKept`, so a long
+    /// backlog of segments costs no more descriptors than a short one.
     private var readers: [Int64: CInt] = [:]
+    private static let readersKept = 4
     /// The current segment's size when the open transaction began (its bytes beyond are cut at rollback).
     private var sizeAtBegin = 0
     /// Bytes appended in the open transaction, not yet fdatasynced.
@@ -212,10 +214,7 @@ final class PayloadSegments {
             close(descriptor)
             throw Self.failure("cannot chmod", name(segment))
         }
-        if currentDescriptor >= 0 {
-            // Written once more only to be read: kept open as a reader while it has live rows.
-            readers[current] = currentDescriptor
-        }
+        if currentDescriptor >= 0 { close(currentDescriptor) }
         current = segment
         currentDescriptor = descriptor
         sizes[segment] = 0
@@ -225,6 +224,10 @@ final class PayloadSegments {
     private func reader(_ segment: Int64) throws(StoreError) -> CInt {
         if segment == current { return currentDescriptor }
         if let descriptor = readers[segment] { return descriptor }
+        // Reads go forward through the queues: the oldest segment read is the least likely to be read again.
+        if readers.count >= Self.readersKept, let oldest = readers.keys.min() {
+            close(readers.removeValue(forKey: oldest)!)
+        }
         let descriptor = openat(directory, name(segment), O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
         guard descriptor >= 0 else {
             if errno == ENOENT { throw StoreError.corrupt("\(name(segment)), which holds stored payloads, is missing") }

@@ -16,7 +16,8 @@ extension SessionRouter {
         var held = 0
         var storingIn = 0
         var storingOut: [UInt64: Int] = [:]
-        for (id, session) in sessions {
+        for session in table.all {
+            let id = session.id
             let outbound = session.outboxWindow.reduce(0) { $0 + Session.windowCost($1.payload) }
             let inbound = session.inbox.reduce(0) { $0 + Session.windowCost($1.payload) }
             if outbound != session.loadedBytes { problems.append("session \(id): loadedBytes \(session.loadedBytes), window holds \(outbound)") }
@@ -42,12 +43,28 @@ extension SessionRouter {
         if byUID != budget.storingOutByUID { problems.append("SENDs being stored by uid: \(budget.storingOutByUID), by its clients \(byUID)") }
         let wakeDue = budget.held == 0 || budget.limit - budget.held >= budget.sessionShare / 4
         for id in budget.waiters {
-            guard let session = sessions[id] else { continue }
+            guard let session = table[id] else { continue }
             if wakeDue, budget.room(for: session) > 0 { problems.append("session \(id) waits with room free") }
         }
         for (client, uid) in budget.pausedClients where (budget.storingOutByUID[uid] ?? 0) <= budget.uidStoringShare / 2 {
             problems.append("client \(client) is not read, though uid \(uid) stores only \(budget.storingOutByUID[uid] ?? 0) bytes")
         }
+        return problems
+    }
+
+    /// Where the table's indexes differ from its sessions; empty when `SessionTable`'s
+    /// invariant holds: each client's index lists exactly the sessions attached to it, and
+    /// each uid's outbound bytes are the sum over its sessions.
+    func tableAudit() -> [String] {
+        var problems: [String] = []
+        var byClient: [UInt64: Set<UInt64>] = [:]
+        var bytes: [UInt32: Int] = [:]
+        for session in table.all {
+            if let client = session.attachedClient { byClient[client, default: []].insert(session.id) }
+            if session.outboxTotalBytes != 0 { bytes[session.owner, default: 0] += session.outboxTotalBytes }
+        }
+        if byClient != table.byClient { problems.append("sessions by client: index \(table.byClient), sessions \(byClient)") }
+        if bytes != table.outboxBytesByUID { problems.append("outbound bytes by uid: index \(table.outboxBytesByUID), sessions \(bytes)") }
         return problems
     }
 }

@@ -15,7 +15,7 @@ let mallory = SessionClient(id: 3, uid: 2000, isAdmin: false)
 let root = SessionClient(id: 4, uid: 0, isAdmin: true)
 
 func makeRouter(_ limits: SessionLimits = SessionLimits()) -> TestRouter {
-    TestRouter(limits: limits, random: SplitMix64(seed: 42))
+    TestRouter(limits: limits, random: SplitMix64(seed: 42), now: testStart)
 }
 
 func bytes(_ text: String) -> ByteBuffer { ByteBuffer(string: text) }
@@ -70,6 +70,11 @@ extension [SessionAction] {
 
     var persists: [PersistContinuation] {
         compactMap { if case .persist(_, let then) = $0 { then } else { nil } }
+    }
+
+    /// The send → ACK latencies measured.
+    var latencies: [Duration] {
+        compactMap { if case .acknowledged(let latency) = $0 { latency } else { nil } }
     }
 
     var dropsLink: Bool {

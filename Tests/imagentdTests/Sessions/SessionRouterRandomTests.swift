@@ -85,7 +85,7 @@ private struct RandomWorld {
     }
 
     var random: SplitMix64
-    var router = TestRouter(limits: RandomWorld.limits, random: SplitMix64(seed: 42))
+    var router = TestRouter(limits: RandomWorld.limits, random: SplitMix64(seed: 42), now: testStart)
     let persistence = InMemorySessionPersistence(loop: EmbeddedEventLoop())
     var awaitingStore: [UInt64: PersistContinuation] = [:]
     var writes: [(operation: PersistOperation, then: PersistContinuation)] = []
@@ -159,7 +159,7 @@ private struct RandomWorld {
             if pick < event.weight {
                 event.run(&self)
                 steps += 1
-                if steps % auditEvery == 0 { for text in router.budgetAudit() { problem("budget: \(text)") } }
+                if steps % auditEvery == 0 { for text in router.budgetAudit() + router.tableAudit() { problem("audit: \(text)") } }
                 return true
             }
             pick -= event.weight
@@ -383,7 +383,7 @@ private struct RandomWorld {
         clientID = nil
         clientPaused = false
         requests.removeAll()
-        router = TestRouter(limits: Self.limits, random: SplitMix64(seed: 42))
+        router = TestRouter(limits: Self.limits, random: SplitMix64(seed: 42), now: testStart)
         switch value(persistence.load()) {
         case .success(let stored): router.restore(stored)
         case .failure(let error): problem("the store did not load: \(error)")
@@ -412,7 +412,7 @@ private struct RandomWorld {
             case .clientReading(let client, let on):
                 if client == clientID { clientPaused = !on }
                 readingChanges += 1
-            case .event, .linkReading, .sessionsActive, .watch, .expireAt, .log: break
+            case .event, .linkReading, .sessionsActive, .watch, .expireAt, .log, .acknowledged: break
             }
         }
     }
@@ -425,12 +425,12 @@ private struct RandomWorld {
 
     func check() {
         #expect(problems == [], "seed \(seed)")
-        #expect(router.budgetAudit() == [], "seed \(seed)")
+        #expect(router.budgetAudit() + router.tableAudit() == [], "seed \(seed)")
         for (index, session) in client.enumerated() {
             let missing = (1...Self.messages).filter { !session.seen[Int($0)] }
             #expect(missing.isEmpty, "seed \(seed): session \(index) never got echoes \(missing.prefix(10))")
             #expect(server[session.id]?.received == Self.messages, "seed \(seed): session \(index): the server got \(server[session.id]?.received ?? 0)")
-            let stuck = router.sessions[session.id]
+            let stuck = router.table[session.id]
             #expect(stuck?.outboxCount == 0 && stuck?.inboxCount == 0,
                     "seed \(seed): session \(index) holds outbox \(stuck?.outboxCount ?? -1), inbox \(stuck?.inboxCount ?? -1)")
         }

@@ -38,7 +38,7 @@ import Testing
         #expect(warnings.count == 1)
         #expect(warnings.first?.contains("session 8 of uid 1000") == true)
         #expect(warnings.first?.contains("\\u{1}") == true && warnings.first?.contains("U+0001 is a control character") == true)
-        #expect(router.sessions[8]?.state == .failed)
+        #expect(router.table[8]?.state == .failed)
         let up = router.linkEstablished(flow: true)
         #expect(up.opens.map(\.session) == [9])
         // Its owner sees why, and cannot send; closing it tells the link nothing.
@@ -47,6 +47,6 @@ import Testing
         #expect(router.clientSend(alice, request: 2, .init(session: 8, payload: bytes("x"))).errors == [.upstreamRejected])
         let closed = router.completing(router.clientClose(alice, request: 3, session: 8))
         #expect(closed.frames.isEmpty)
-        #expect(router.sessions[8] == nil)
+        #expect(router.table[8] == nil)
     }
 }

@@ -19,15 +19,12 @@ extension [SessionAction] {
     }
 }
 
-/// A fixed, settable wall clock for TTLs.
-final class FakeWallClock {
-    var nowMS: Int64 = 1_000
-}
 
 @Suite struct SessionRouterTTLTests {
-    private func router(_ clock: FakeWallClock) -> TestRouter {
+    /// A router whose wall clock reads 1,000 ms; a test moves it by setting `now.wallMS`.
+    private func router() -> TestRouter {
         var router = makeRouter()
-        router.clock = { clock.nowMS }
+        router.now.wallMS = 1_000
         return router
     }
 
@@ -36,15 +33,14 @@ final class FakeWallClock {
     }
 
     @Test func ttlPassingBeforeTheLinkIsUp_givesTheMessageUp_andTheWireHasNoGap() {
-        let clock = FakeWallClock()
-        var router = router(clock)
+        var router = router()
         let id = router.newSession()
         _ = send(&router, id, "one")
         #expect(send(&router, id, "two", ttl: 500).expiryTimers == [1_500])
         _ = send(&router, id, "three", ttl: 0)  // 0: forever
-        clock.nowMS = 1_499
+        router.now.wallMS = 1_499
         #expect(router.completing(router.expireDue()).expired.isEmpty)
-        clock.nowMS = 1_500
+        router.now.wallMS = 1_500
         let due = router.completing(router.expireDue())
         #expect(due.expired.map(\.seq) == [2])
         #expect(due.expired.first?.code == .expired)
@@ -54,16 +50,15 @@ final class FakeWallClock {
         #expect(up.dataPayloads == ["one", "three"])
         // The server's ACK 2 (wire) covers IPC seq 3.
         #expect(router.completing(router.received(.ack(Ack(session: id, seq: 2)))).ackedEvents == [3])
-        #expect(router.sessions[id]?.outboxCount == 0)
+        #expect(router.table[id]?.outboxCount == 0)
         #expect(send(&router, id, "four").dataSeqs == [3])
     }
 
     @Test func ttlsAfterTheWindow_areFoundByTheStore_inBatches_andTheWireHasNoGap() {
         // A budget of 300 bytes keeps no message of 100 in memory once one is: the rest stay in
         // the store only, and only the store's index finds their TTLs.
-        let clock = FakeWallClock()
         var router = makeRouter(SessionLimits(memoryBudgetBytes: 300, expiryBatch: 2))
-        router.clock = { clock.nowMS }
+        router.now.wallMS = 1_000
         let disk = StoredPayloads()
         let id = router.newSession()
         let body = { (n: Int) in String(repeating: "\(n)", count: 100) }
@@ -73,14 +68,14 @@ final class FakeWallClock {
                                                                                           ttlMS: n % 2 == 0 ? 500 : nil)), disk: disk)
             #expect(actions.accepted == [UInt64(n)])
         }
-        let session = router.sessions[id]!
+        let session = router.table[id]!
         #expect(session.outboxStored == 8 && session.outboxWindow.count < 8)
-        clock.nowMS = 1_500
+        router.now.wallMS = 1_500
         let due = router.completing(router.expireDue(), disk: disk)
         #expect(due.expired.map(\.seq) == [2, 4, 6, 8])
-        #expect(router.sessions[id]?.outboxCount == 4)
-        #expect(router.sessions[id]?.outboxTotalBytes == 400)
-        #expect(router.sessions[id]?.givenUp == 4)
+        #expect(router.table[id]?.outboxCount == 4)
+        #expect(router.table[id]?.outboxTotalBytes == 400)
+        #expect(router.table[id]?.givenUp == 4)
         #expect(disk.outbound[id]?.map(\.seq) == [1, 3, 5, 7])
 
         var up = router.linkEstablished(flow: true)
@@ -97,7 +92,7 @@ final class FakeWallClock {
         #expect(payloads == [body(1), body(3), body(5), body(7)])
         let acked = router.completing(router.received(.ack(Ack(session: id, seq: 4))), disk: disk)
         #expect(acked.ackedEvents.last == 7)
-        #expect(router.sessions[id]?.outboxCount == 0)
+        #expect(router.table[id]?.outboxCount == 0)
     }
 
     @Test func aRestartedOutboxAcknowledgedPastTheWindow_isFoundInTheStore_withItsGaps() {
@@ -120,17 +115,16 @@ final class FakeWallClock {
         #expect(up.persists.contains(.ackedStored(session: 9, seq: 5)))
         #expect(up.dataSeqs == [4])
         #expect(up.dataPayloads == ["f"])
-        #expect(router.sessions[9]?.outboxStored == 1 && router.sessions[9]?.outboxBytes == 1)
+        #expect(router.table[9]?.outboxStored == 1 && router.table[9]?.outboxBytes == 1)
     }
 
     @Test func aMessageOnTheLink_isLeftToTheServer_untilTheNextOpenOKSaysItLacksIt() {
-        let clock = FakeWallClock()
-        var router = router(clock)
+        var router = router()
         let id = router.newSession()
         _ = router.establish()
         #expect(send(&router, id, "a", ttl: 100).dataSeqs == [1])
         _ = send(&router, id, "b", ttl: 100)
-        clock.nowMS = 5_000
+        router.now.wallMS = 5_000
         #expect(router.completing(router.expireDue()).expired.isEmpty)  // both in flight
         _ = router.linkLost()
         #expect(router.completing(router.expireDue()).expired.isEmpty)  // they may have reached the server
@@ -158,8 +152,7 @@ final class FakeWallClock {
     }
 
     @Test func aMessageLargerThanTheServersMaxFrame_failsAlone() {
-        let clock = FakeWallClock()
-        var router = router(clock)
+        var router = router()
         let id = router.newSession()
         let opens = router.linkEstablished(flow: true, maxFrame: 1_024).opens
         _ = router.completing(router.received(.openOK(OpenOK(session: opens[0].session, lastAcked: 0))))

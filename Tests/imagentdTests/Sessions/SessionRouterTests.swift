@@ -59,7 +59,7 @@ import Testing
         #expect(router.clientClose(mallory, request: 4, session: id).errors == [.permissionDenied])
         #expect(router.clientAck(mallory, request: 5, session: id, seq: 0).errors == [.permissionDenied])
         #expect(router.clientDetach(mallory, request: 6, session: id).errors == [.permissionDenied])
-        #expect(router.sessions[id] != nil)
+        #expect(router.table[id] != nil)
     }
 
     @Test func secondAttachIsBusy_untilTheFirstClientDetachesOrLeaves() {
@@ -70,7 +70,7 @@ import Testing
         _ = router.clientDisconnected(alice.id)
         #expect(router.clientOpen(aliceAgain, request: 3, .init(session: id)).opened?.session == id)
         #expect(router.clientDetach(aliceAgain, request: 4, session: id).replies == [.ok(.init())])
-        #expect(router.sessions[id]?.attachedClient == nil)
+        #expect(router.table[id]?.attachedClient == nil)
     }
 
     @Test func anAdminMayAttachAnyonesSession() {
@@ -88,7 +88,7 @@ import Testing
         #expect(closed.replies == [.ok(.init())])
         #expect(router.clientOpen(alice, request: 3, .init(session: id)).errors == [.sessionClosed])
         #expect(router.clientSend(alice, request: 4, .init(session: id, payload: bytes("x"))).errors == [.sessionClosed])
-        #expect(router.closedIDs.contains(id))
+        #expect(router.table.closedIDs.contains(id))
     }
 
     @Test func closeGoesUpstream_atOnceOrOnTheNextLink() {
@@ -128,7 +128,7 @@ import Testing
         let ok = router.completing(router.received(.openOK(OpenOK(session: id, lastAcked: 3))))
         #expect(ok.dataSeqs == [4, 5])
         #expect(ok.ackedEvents == [3])
-        #expect(router.sessions[id]?.outboxCount == 2)
+        #expect(router.table[id]?.outboxCount == 2)
     }
 
     @Test func lastAckedBelowWhatWasAcknowledged_isAWarningForIMLink_butExpectedForMQTT() {
@@ -223,7 +223,7 @@ import Testing
         // The store failed the batch as a whole: the later append fails too.
         #expect(router.completing(second, .failure(.full)).errors == [.queueFull])
         #expect(router.send(id, "2 again").accepted == [2])
-        #expect(router.sessions[id]?.sentSeq == 2)
+        #expect(router.table[id]?.acceptedSeq == 2)
     }
 
     @Test func higherPrioritySessionsTransmitFirst() {
@@ -266,7 +266,7 @@ import Testing
         #expect(duplicate.ackSeqs == [2])
         #expect(duplicate.persists.isEmpty)
         #expect(duplicate.delivered.isEmpty)
-        #expect(router.sessions[id]?.receivedSeq == 2)
+        #expect(router.table[id]?.receivedSeq == 2)
     }
 
     @Test func aGapIsAProtocolErrorThatDropsTheLink() {
@@ -277,7 +277,7 @@ import Testing
         let gap = router.data(id, 3)
         #expect(gap.dropsLink)
         #expect(gap.persists.isEmpty)
-        #expect(router.sessions[id]?.receivedSeq == 1)
+        #expect(router.table[id]?.receivedSeq == 1)
     }
 
     @Test func dataForASessionNotOpenHereIsAnsweredWithUnknownSession() {
@@ -401,7 +401,7 @@ import Testing
         #expect(fourth.frames.contains(.window(WindowUpdate(session: slow, window: 0))))
         #expect(fourth.sessionStates == [.paused])
         #expect(router.data(other, 1).windows.isEmpty)  // the other session flows on
-        #expect(router.sessions[slow]?.state == .paused)
+        #expect(router.table[slow]?.state == .paused)
         // A reconnect keeps the pause: OPEN announces WINDOW 0.
         _ = router.linkLost()
         #expect(router.linkEstablished(flow: true).opens.first { $0.session == slow }?.window == 0)
@@ -452,8 +452,8 @@ import Testing
         let closed = router.completing(router.received(.openFail(OpenFail(session: id, code: .sessionClosed))))
         #expect(closed.sessionStates == [.closed])
         #expect(closed.persists.contains(.closed(client: nil, request: 0, session: id)))
-        #expect(router.sessions[id] == nil)
-        #expect(router.closedIDs.contains(id))
+        #expect(router.table[id] == nil)
+        #expect(router.table.closedIDs.contains(id))
     }
 
     @Test func closeFromTheServerEndsTheSession() {
@@ -463,7 +463,7 @@ import Testing
         let closed = router.completing(router.received(.close(Close(session: id))))
         #expect(closed.sessionStates == [.closed])
         #expect(closed.frames.isEmpty)  // no CLOSE echoed back
-        #expect(router.sessions[id] == nil)
+        #expect(router.table[id] == nil)
     }
 
     @Test func unknownSessionErrorReopensTheSession_andResendsFromItsOpenOK() {
@@ -485,7 +485,7 @@ import Testing
         let left = router.clientDisconnected(alice.id)
         #expect(left.contains { if case .sessionsActive(false) = $0 { true } else { false } })
         #expect(router.linkStateChanged(.disconnected).isEmpty)
-        #expect(router.sessions[id] != nil)
+        #expect(router.table[id] != nil)
     }
 
     @Test func restoredSessionsResumeWhereTheStoreLeftThem() {

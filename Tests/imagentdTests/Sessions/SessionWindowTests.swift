@@ -24,7 +24,7 @@ import Testing
             #expect(router.budget.held <= Self.budget.memoryBudgetBytes)
         }
         #expect(router.budget.held <= (Self.budget.memoryBudgetBytes / 4))  // the server is down: one share at most
-        #expect(router.sessions[id]?.outboxBytes == 100 * 100)
+        #expect(router.table[id]?.outboxBytes == 100 * 100)
 
         // The server comes up: everything goes, in order, each message once, through a bounded window.
         var wire: [(UInt64, String)] = []
@@ -42,8 +42,8 @@ import Testing
         }
         #expect(wire.map(\.0) == Array(1...100))
         #expect(wire.map(\.1) == (1...100).map { payload($0) })
-        #expect(router.sessions[id]?.outboxCount == 0)
-        #expect(router.sessions[id]?.outboxBytes == 0)
+        #expect(router.table[id]?.outboxCount == 0)
+        #expect(router.table[id]?.outboxBytes == 0)
         #expect(router.budget.held == 0)
     }
 
@@ -81,7 +81,7 @@ import Testing
         #expect(router.budget.held == Self.budget.memoryBudgetBytes)
         let waiting = router.newSession(service: "waiting")
         for seq in 1...3 { _ = router.completing(router.clientSend(alice, request: 7, .init(session: waiting, payload: bytes(payload(seq)))), disk: disk) }
-        #expect(router.sessions[waiting]?.outboxWindow.isEmpty == true)  // no room: in the store only
+        #expect(router.table[waiting]?.outboxWindow.isEmpty == true)  // no room: in the store only
 
         var actions = router.linkEstablished(flow: true)
         for id in busy + [waiting] { actions += router.received(.openOK(OpenOK(session: id, lastAcked: 0))) }
@@ -209,7 +209,7 @@ import Testing
         // Another uid is not affected.
         let other = router.newSession(mallory)
         #expect(router.send(other, payload(4), as: mallory).accepted == [1])
-        #expect(router.outboxBytesByUID[alice.uid] == 200)
+        #expect(router.table.outboxBytesByUID[alice.uid] == 200)
     }
 }
 

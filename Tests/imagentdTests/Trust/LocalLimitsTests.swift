@@ -134,7 +134,7 @@ import Testing
             let id = router.newSession(alice)
             _ = router.completing(router.clientClose(alice, request: 2, session: id))
         }
-        #expect(router.closedIDs.count == ClosedSessionIDs.remembered)
-        #expect(router.sessions.isEmpty)
+        #expect(router.table.closedIDs.count == ClosedSessionIDs.remembered)
+        #expect(router.table.isEmpty)
     }
 }

@@ -45,14 +45,15 @@ final class SessionService: LinkSessionDelegate {
 
     init(limits: SessionLimits, persistence: SessionPersistence, link: LinkEngine, loop: EventLoop, logger: Logger) {
         self.loop = loop
-        self.router = SessionRouter(limits: limits, random: SystemRandomNumberGenerator())
-        router.clock = { Int64(WallClock.nowMS()) }
+        self.router = SessionRouter(limits: limits, random: SystemRandomNumberGenerator(), now: Self.now)
         self.persistence = persistence
         self.link = link
         self.logger = logger
         self.trimmer = MemoryTrimmer(loop: loop)
-        router.acknowledged = { [weak self] latency in self?.onAcknowledged?(latency) }
     }
+
+    /// The time of an event, read once as it arrives.
+    private static var now: SessionTime { SessionTime(wallMS: Int64(WallClock.nowMS()), instant: .now) }
 
     /// Loads the stored sessions and starts hearing the link. Call once, on
     /// the loop, before clients connect or the link starts.
@@ -76,11 +77,11 @@ final class SessionService: LinkSessionDelegate {
 
     func clientDisconnected(_ client: IPCClientConnection) {
         clients[client.id] = nil
-        run(router.clientDisconnected(client.id))
+        run(router.clientDisconnected(client.id, now: Self.now))
     }
 
     func clientCanReceive(_ client: IPCClientConnection) {
-        run(router.client(client.id, writable: client.isWritable))
+        run(router.client(client.id, writable: client.isWritable, now: Self.now))
     }
 
     /// OPEN, CLOSE, DETACH, SEND and ACK.
@@ -93,14 +94,14 @@ final class SessionService: LinkSessionDelegate {
         case .ack(let ack): ack.session
         default: nil
         }
-        let foreign = target.flatMap { router.sessions[$0]?.owner }.map { $0 != client.peer.uid } ?? false
+        let foreign = target.flatMap { router.table[$0]?.owner }.map { $0 != client.peer.uid } ?? false
         let who = SessionClient(id: client.id, uid: client.peer.uid, isAdmin: foreign && client.isAdmin)
         switch message {
-        case .open(let open): run(router.clientOpen(who, request: request, open))
-        case .close(let target): run(router.clientClose(who, request: request, session: target.session))
-        case .detach(let target): run(router.clientDetach(who, request: request, session: target.session))
-        case .send(let send): run(router.clientSend(who, request: request, send))
-        case .ack(let ack): run(router.clientAck(who, request: request, session: ack.session, seq: ack.seq))
+        case .open(let open): run(router.clientOpen(who, request: request, open, now: Self.now))
+        case .close(let target): run(router.clientClose(who, request: request, session: target.session, now: Self.now))
+        case .detach(let target): run(router.clientDetach(who, request: request, session: target.session, now: Self.now))
+        case .send(let send): run(router.clientSend(who, request: request, send, now: Self.now))
+        case .ack(let ack): run(router.clientAck(who, request: request, session: ack.session, seq: ack.seq, now: Self.now))
         case .hello, .status, .sessions, .metrics, .watch, .events, .connect, .disconnect, .reconnect, .reload, .ping, .ok, .welcome,
              .opened, .accepted, .result, .pong, .error, .message, .acked, .expired, .sessionState, .linkState, .event:
             preconditionFailure("\(message.op) is not a session request")
@@ -112,7 +113,7 @@ final class SessionService: LinkSessionDelegate {
         var json = JSONWriter()
         json.beginObject()
         json.beginArray("sessions")
-        for session in router.sessions.values.sorted(by: { $0.id < $1.id }) where client.isAdmin || session.owner == client.peer.uid {
+        for session in router.table.all.sorted(by: { $0.id < $1.id }) where client.isAdmin || session.owner == client.peer.uid {
             json.beginObject()
             json.field("session", session.id)
             json.field("service", session.service)
@@ -121,9 +122,9 @@ final class SessionService: LinkSessionDelegate {
             json.field("priority", Int(session.priority.rawValue))
             json.field("owner", session.owner)
             json.field("attached", session.attachedClient != nil)
-            json.field("sent_seq", session.sentSeq)
-            json.field("acked_seq", session.ackedSeq)
-            json.field("delivered_seq", session.deliveredSeq)
+            json.field("sent_seq", session.acceptedSeq)
+            json.field("acked_seq", session.serverAckedSeq)
+            json.field("delivered_seq", session.clientAckedSeq)
             json.field("received_seq", session.receivedSeq)
             json.field("outbox", session.outboxCount)
             json.field("inbox", session.inboxCount)
@@ -141,13 +142,13 @@ final class SessionService: LinkSessionDelegate {
 
     /// STATUS's `sessions` object.
     var counts: (sessions: Int, outbox: Int, inbox: Int) {
-        (router.sessions.count, router.outboxTotal, router.inboxTotal)
+        (router.table.count, router.outboxTotal, router.inboxTotal)
     }
 
     /// The same figures over one uid's sessions, with their payload bytes queued outbound: what a non-admin may see.
     func counts(owner: UInt32) -> (sessions: Int, outbox: Int, inbox: Int, outboxBytes: Int) {
         var result = (sessions: 0, outbox: 0, inbox: 0, outboxBytes: 0)
-        for session in router.sessions.values where session.owner == owner {
+        for session in router.table.all where session.owner == owner {
             result.sessions += 1
             result.outbox += session.outboxCount
             result.inbox += session.inboxCount
@@ -164,27 +165,27 @@ final class SessionService: LinkSessionDelegate {
     // MARK: Link
 
     func linkStateChanged(_ state: LinkStateValue) {
-        run(router.linkStateChanged(state))
+        run(router.linkStateChanged(state, now: Self.now))
     }
 
     func linkEstablished(negotiated: HelloResult, serverMaxFrame: UInt32, serverKeepsAcknowledged: Bool) {
         run(router.linkEstablished(flow: negotiated.features.contains(.flow), maxFrame: serverMaxFrame,
-                                   serverKeepsAcknowledged: serverKeepsAcknowledged))
+                                   serverKeepsAcknowledged: serverKeepsAcknowledged, now: Self.now))
     }
 
     func linkLost(reason: String) {
-        run(router.linkLost())
+        run(router.linkLost(now: Self.now))
     }
 
     func received(_ frame: Frame) {
         guard case .data(var data) = frame, data.compressed else {
-            run(router.received(frame))
+            run(router.received(frame, now: Self.now))
             return
         }
         do {
             data.body = try Deflate.inflate(data.body, limit: router.limits.maxPayloadBytes)
             data.compressed = false
-            run(router.received(.data(data)))
+            run(router.received(.data(data), now: Self.now))
         } catch {
             link.sessionProtocolViolation("DATA for session \(data.session) seq \(data.seq) does not inflate: \(error)")
         }
@@ -215,7 +216,7 @@ final class SessionService: LinkSessionDelegate {
             guard let continuation = awaitingStore.removeValue(forKey: outcome.tag) else {
                 preconditionFailure("the store completed operation \(outcome.tag), which was not submitted")
             }
-            run(router.persisted(continuation, outcome.result))
+            run(router.persisted(continuation, outcome.result, now: Self.now))
         }
     }
 
@@ -242,7 +243,7 @@ final class SessionService: LinkSessionDelegate {
             for message in messages {
                 client.send(event: .message(.init(session: session, seq: message.seq, payload: message.payload)))
             }
-            run(router.batchWritten(session: session, client: clientID, writable: client.isWritable))
+            run(router.batchWritten(session: session, client: clientID, writable: client.isWritable, now: Self.now))
         case .dropLink(let reason):
             logger.warning("dropping the link", metadata: ["reason": "\(reason)"])
             link.sessionProtocolViolation(reason)
@@ -261,37 +262,39 @@ final class SessionService: LinkSessionDelegate {
             let bound = NIOLoopBound(self, eventLoop: loop)
             persistence.readOutbound(session: session, after: after, limit: limit, maxBytes: maxBytes).whenComplete { result in
                 let service = bound.value
-                service.run(service.router.outboundLoaded(session: session, token: token, result.mapError(Self.persistenceError)))
+                service.run(service.router.outboundLoaded(session: session, token: token, result.mapError(Self.persistenceError), now: Self.now))
             }
         case .expireOutbound(let session, let after, let nowMS, let limit, let token):
             let bound = NIOLoopBound(self, eventLoop: loop)
             persistence.giveUpExpiredOutbound(session: session, after: after, nowMS: nowMS, limit: limit).whenComplete { result in
                 let service = bound.value
                 if case .success(let batch) = result { service.expiredTotal += batch.messages.count }
-                service.run(service.router.outboundExpired(session: session, token: token, result.mapError(Self.persistenceError)))
+                service.run(service.router.outboundExpired(session: session, token: token, result.mapError(Self.persistenceError), now: Self.now))
             }
         case .locateOutbound(let session, let after, let count, let token):
             let bound = NIOLoopBound(self, eventLoop: loop)
             persistence.outboundSpan(session: session, after: after, count: count).whenComplete { result in
                 let service = bound.value
-                service.run(service.router.outboundLocated(session: session, token: token, result.mapError(Self.persistenceError)))
+                service.run(service.router.outboundLocated(session: session, token: token, result.mapError(Self.persistenceError), now: Self.now))
             }
         case .loadInbound(let session, let after, let limit, let maxBytes, let token):
             let bound = NIOLoopBound(self, eventLoop: loop)
             persistence.readInbound(session: session, after: after, limit: limit, maxBytes: maxBytes).whenComplete { result in
                 let service = bound.value
-                service.run(service.router.inboundLoaded(session: session, token: token, result.mapError(Self.persistenceError)))
+                service.run(service.router.inboundLoaded(session: session, token: token, result.mapError(Self.persistenceError), now: Self.now))
             }
         case .scheduleAckFlush:
             // One ACK per session for everything stored in this turn of the loop.
             let bound = NIOLoopBound(self, eventLoop: loop)
-            loop.execute { bound.value.run(bound.value.router.flushAcks()) }
+            loop.execute { bound.value.run(bound.value.router.flushAcks(now: Self.now)) }
         case .sessionsActive(let active):
             link.setSessionsActive(active)
         case .watch(let change):
             onSessionChange?(change)
         case .expireAt(let deadline):
             scheduleExpiry(at: deadline)
+        case .acknowledged(let latency):
+            onAcknowledged?(latency)
         case .log(let level, let text):
             switch level {
             case .debug: logger.debug("\(text)")
@@ -313,7 +316,7 @@ final class SessionService: LinkSessionDelegate {
         let task = loop.scheduleTask(in: .milliseconds(delay)) {
             let service = bound.value
             service.expiry = nil
-            service.run(service.router.expireDue())
+            service.run(service.router.expireDue(now: Self.now))
         }
         expiry = (deadline, task)
     }

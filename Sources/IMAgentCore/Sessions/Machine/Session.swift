@@ -1,13 +1,14 @@
 import AgentIPC
+import IMLink
 import NIOCore
 
 /// One logical session's state: identity, ownership, both sequence spaces
 /// and what is queued each way. A value, changed only by `SessionRouter`.
 ///
 /// ```
-/// outbound:  ackedSeq < (transmittedCount entries) ≤ sentSeq ≤ assignedSeq
+/// outbound:  serverAckedSeq < (transmittedCount entries) ≤ acceptedSeq ≤ assignedSeq
 ///            └ server holds ┘└ on this link ┘└ stored ┘└ being stored
-/// inbound:   deliveredSeq ≤ dispatchedSeq ≤ receivedSeq ≤ storingSeq
+/// inbound:   clientAckedSeq ≤ handedOverSeq ≤ receivedSeq ≤ storingSeq
 ///            └ client ACKed ┘└ sent as MESSAGE ┘└ stored ┘└ being stored
 /// ```
 ///
@@ -17,12 +18,12 @@ import NIOCore
 /// outbox message at offset `i` has wire seq `wireAckedSeq + 1 + i`.
 ///
 /// The store is the queue, and memory holds no entry per queued message: the
-/// outbox is `outboxStored` messages after `ackedSeq` in the store, of which
+/// outbox is `outboxStored` messages after `serverAckedSeq` in the store, of which
 /// `outboxWindow` holds the first ones with their payloads (on this link and not
 /// acknowledged, then read-ahead: every stored seq ≤ `loadedThroughSeq`); the
 /// rest are read in seq order when the window has room, and their TTLs are
 /// found through the store's index (`storeDeadlineMS` is a lower bound of
-/// them). `inbox` is the inbound window only: messages after `dispatchedSeq`,
+/// them). `inbox` is the inbound window only: messages after `handedOverSeq`,
 /// read from the store or kept as they were stored. `MemoryBudget` bounds both
 /// windows, and it alone changes the byte counts below (marked *budget*).
 struct Session {
@@ -103,9 +104,9 @@ struct Session {
     /// The highest seq handed to persistence (the next SEND gets this + 1).
     var assignedSeq: UInt64 = 0
     /// The highest seq durably stored and ACCEPTED.
-    var sentSeq: UInt64 = 0
+    var acceptedSeq: UInt64 = 0
     /// The highest seq the server acknowledged.
-    var ackedSeq: UInt64 = 0
+    var serverAckedSeq: UInt64 = 0
     /// The wire seq of the last message the server acknowledged (see above).
     var wireAckedSeq: UInt64 = 0
     /// Outbox entries, from the front, written on the current link; 0 after a link change.
@@ -116,7 +117,7 @@ struct Session {
     var transmittedBytes = 0
     /// Messages given up so far (persisted, to rebuild `wireAckedSeq` after a restart).
     var givenUp: UInt64 = 0
-    /// Messages `ackedSeq + 1 … sentSeq` still stored (without those given up): the outbox's length.
+    /// Messages `serverAckedSeq + 1 … acceptedSeq` still stored (without those given up): the outbox's length.
     var outboxStored = 0
     /// The outbox's first messages with their payloads: every stored seq ≤ `loadedThroughSeq`.
     var outboxWindow = Session.emptyOutbox
@@ -139,8 +140,8 @@ struct Session {
     var locating: PendingOpenOK?
     /// Payload bytes of the whole outbox, in memory or not (STATUS, byte limits).
     var outboxBytes = 0
-    /// Messages `sentSeq + 1 … assignedSeq` being stored, with the token of
-    /// their store request and whether it has completed (they become `sentSeq`
+    /// Messages `acceptedSeq + 1 … assignedSeq` being stored, with the token of
+    /// their store request and whether it has completed (they become `acceptedSeq`
     /// in order only).
     var storingOut = StoringMessages(after: 0)
     /// DATA frames the server lets us have unacknowledged; nil without FLOW.
@@ -156,12 +157,12 @@ struct Session {
     /// The highest seq ACKed upstream on the current link.
     var ackedUpstreamSeq: UInt64 = 0
     /// The highest seq a client acknowledged.
-    var deliveredSeq: UInt64 = 0
+    var clientAckedSeq: UInt64 = 0
     /// The highest seq sent as MESSAGE to the attached client.
-    var dispatchedSeq: UInt64 = 0
+    var handedOverSeq: UInt64 = 0
     /// The highest seq ever sent as MESSAGE by this process (redeliveries are those below it).
-    var highestDispatchedSeq: UInt64 = 0
-    /// The inbound window: messages `dispatchedSeq + 1 …` in seq order (at most up to `receivedSeq`).
+    var highestHandedOverSeq: UInt64 = 0
+    /// The inbound window: messages `handedOverSeq + 1 …` in seq order (at most up to `receivedSeq`).
     var inbox = Session.emptyQueue
     /// What they cost of the budget (`windowCost`). *Budget.*
     var inboxWindowBytes = 0
@@ -181,25 +182,25 @@ struct Session {
     init(restoring stored: StoredSession) {
         self.init(id: stored.record.id, service: stored.record.service, owner: stored.record.owner,
                   priority: stored.record.priority, durable: stored.record.durable)
-        ackedSeq = stored.ackedSeq
-        sentSeq = max(stored.sentSeq, stored.ackedSeq)
-        assignedSeq = sentSeq
-        storingOut = StoringMessages(after: sentSeq)
+        serverAckedSeq = stored.ackedSeq
+        acceptedSeq = max(stored.sentSeq, stored.ackedSeq)
+        assignedSeq = acceptedSeq
+        storingOut = StoringMessages(after: acceptedSeq)
         // Whatever was stored may have reached the server before the restart: only its
         // OPEN_OK (LAST_ACKED) says which did not, and only those may expire.
         // Payloads stay in the store: the window reads them when their turn comes.
         outboxStored = stored.outboxCount
         outboxBytes = stored.outboxBytes
         storeDeadlineMS = stored.earliestDeadlineMS
-        loadedThroughSeq = ackedSeq
-        heldThroughSeq = sentSeq
+        loadedThroughSeq = serverAckedSeq
+        heldThroughSeq = acceptedSeq
         givenUp = stored.givenUp
-        // Given up above ackedSeq are the outbox's holes; the rest were below it.
-        let holesAbove = (sentSeq - ackedSeq) - min(sentSeq - ackedSeq, UInt64(outboxStored))
+        // Given up above serverAckedSeq are the outbox's holes; the rest were below it.
+        let holesAbove = (acceptedSeq - serverAckedSeq) - min(acceptedSeq - serverAckedSeq, UInt64(outboxStored))
         let givenUpBelow = givenUp - min(givenUp, holesAbove)
-        wireAckedSeq = ackedSeq - min(ackedSeq, givenUpBelow)
-        deliveredSeq = stored.deliveredSeq
-        dispatchedSeq = stored.deliveredSeq
+        wireAckedSeq = serverAckedSeq - min(serverAckedSeq, givenUpBelow)
+        clientAckedSeq = stored.deliveredSeq
+        handedOverSeq = stored.deliveredSeq
         receivedSeq = max(stored.receivedSeq, stored.deliveredSeq)
         storingSeq = receivedSeq
         storingIn = StoringMessages(after: receivedSeq)
@@ -213,11 +214,11 @@ struct Session {
     var outboxCount: Int { outboxStored + storingOut.count }
 
     /// `count` more MESSAGEs were handed to the client; returns how many of them it had been handed before.
-    mutating func dispatch(_ count: Int) -> Int {
-        let before = dispatchedSeq
-        dispatchedSeq += UInt64(count)
-        defer { highestDispatchedSeq = max(highestDispatchedSeq, dispatchedSeq) }
-        return Int(min(dispatchedSeq, highestDispatchedSeq) - min(before, highestDispatchedSeq))
+    mutating func handOver(_ count: Int) -> Int {
+        let before = handedOverSeq
+        handedOverSeq += UInt64(count)
+        defer { highestHandedOverSeq = max(highestHandedOverSeq, handedOverSeq) }
+        return Int(min(handedOverSeq, highestHandedOverSeq) - min(before, highestHandedOverSeq))
     }
     /// Their payload bytes.
     var outboxTotalBytes: Int { outboxBytes + storingOutBytes }
@@ -230,11 +231,21 @@ struct Session {
         loadedBytes + inboxWindowBytes + (outboundLoad?.reserved ?? 0) + (inboundLoad?.reserved ?? 0)
     }
     /// Inbound messages stored but not acknowledged by a client.
-    var inboxCount: Int { Int(receivedSeq - deliveredSeq) }
+    var inboxCount: Int { Int(receivedSeq - clientAckedSeq) }
 
     var isFailed: Bool {
         if case .failed = upstream { return true }
         return false
+    }
+
+    /// OPENED's answer for this session.
+    var opened: IPCMessage.Opened {
+        IPCMessage.Opened(session: id, sessionState: state, sentSeq: acceptedSeq, ackedSeq: serverAckedSeq, deliveredSeq: clientAckedSeq)
+    }
+
+    /// OPEN for the server; with FLOW (`flow`) it announces the window the inbox allows.
+    func openFrame(flow: Bool) -> Open {
+        Open(session: id, service: service, resumeAfter: receivedSeq, window: flow ? (pausedUpstream ? 0 : Session.defaultWindow) : nil)
     }
 
     /// SESSION_STATE as a client sees it.

@@ -45,6 +45,9 @@ enum SessionAction {
     case scheduleAckFlush
     /// Whether any session is open, for the heartbeat's activity.
     case sessionsActive(Bool)
+    /// An outbound message accepted in this process was acknowledged by the server this long
+    /// after its ACCEPTED (the send → ACK latency metric).
+    case acknowledged(after: Duration)
     /// Something worth a line in the log.
     case log(SessionLogLevel, String)
     /// A session was opened, attached, detached or closed, or changed state: for WATCH subscribers.

@@ -16,66 +16,63 @@ extension SessionRouter {
             if let refusal = ServiceName.refusal(service) {
                 return [.fail(client: client.id, request: request, .badRequest, refusal)]
             }
-            guard sessions.count + creating.count < limits.maxSessions else {
+            guard table.count + table.creating.count < limits.maxSessions else {
                 return [.fail(client: client.id, request: request, .limitReached,
                               "imagentd already holds \(limits.maxSessions) sessions ([limits] max_sessions)")]
             }
             if let refusal = perUIDSessionRefusal(client.uid) {
                 return [.fail(client: client.id, request: request, .limitReached, refusal)]
             }
-            var session = Session(id: newID(), service: service, owner: client.uid, priority: open.priority ?? .normal,
+            var session = Session(id: table.newID(&random), service: service, owner: client.uid, priority: open.priority ?? .normal,
                                   durable: open.durable ?? true)
             session.attachedClient = client.id
-            creating[session.id] = session
+            table.beginCreating(session)
             actions.append(.persist(.create(session.record), then: .created(client: client.id, request: request, session: session.id)))
             return actions
         }
         let id = open.session ?? 0
-        switch authorize(client, id) {
-        case .failure(let refusal):
+        if let refusal = table.refusal(client, id) {
             return [.fail(client: client.id, request: request, refusal.code, refusal.text)]
-        case .success(var session):
-            if let other = session.attachedClient, other != client.id {
-                return [.fail(client: client.id, request: request, .sessionBusy, "session \(id) is attached to another client")]
-            }
+        }
+        if let other = table[id]?.attachedClient, other != client.id {
+            return [.fail(client: client.id, request: request, .sessionBusy, "session \(id) is attached to another client")]
+        }
+        let (change, opened) = table.modify(id) { session in
             if let priority = open.priority { session.priority = priority }
             session.attachedClient = client.id
-            sessionsByClient[client.id, default: []].insert(id)
             // Redelivery starts after what a client acknowledged, whatever was sent before.
-            session.dispatchedSeq = session.deliveredSeq
-            resetInboundWindow(&session)
-            sessions[id] = session
-            actions.append(.watch(SessionChange(.attached, session)))
-            if session.assignedSeq > session.sentSeq {
-                // SENDs (of a client that went away, usually) are being stored: OPENED follows them.
-                attachesAwaitingStores[id, default: []].append((client.id, request))
-                return actions
-            }
-            actions.append(.reply(client: client.id, request: request, .opened(opened(session))))
-            actions += deliver(id)
+            session.handedOverSeq = session.clientAckedSeq
+            budget.dropInboundWindow(of: &session)
+            // SENDs (of a client that went away, usually) are being stored: OPENED follows them.
+            return (SessionChange(.attached, session), session.assignedSeq > session.acceptedSeq ? nil : session.opened)
+        }!
+        actions.append(.watch(change))
+        guard let opened else {
+            attachesAwaitingStores[id, default: []].append((client.id, request))
+            return actions
         }
-        return actions
+        actions.append(.reply(client: client.id, request: request, .opened(opened)))
+        return actions + deliver(id)
     }
 
     mutating func detachSession(_ client: SessionClient, request: UInt32, session id: UInt64) -> [SessionAction] {
-        switch authorize(client, id) {
-        case .failure(let refusal):
+        if let refusal = table.refusal(client, id) {
             return [.fail(client: client.id, request: request, refusal.code, refusal.text)]
-        case .success(var session):
-            guard session.attachedClient == client.id else {
-                return [.fail(client: client.id, request: request, .sessionBusy, "session \(id) is not attached to this client")]
-            }
-            session.attachedClient = nil
-            detachIndex(client.id, id)
-            resetInboundWindow(&session)
-            sessions[id] = session
-            return [.reply(client: client.id, request: request, .ok(.init())),
-                    .watch(SessionChange(.detached, session, reason: "DETACH"))] + dropUnattended(id)
         }
+        guard table[id]?.attachedClient == client.id else {
+            return [.fail(client: client.id, request: request, .sessionBusy, "session \(id) is not attached to this client")]
+        }
+        return table.modify(id) { session in
+            session.attachedClient = nil
+            budget.dropInboundWindow(of: &session)
+            return [.reply(client: client.id, request: request, .ok(.init())),
+                    .watch(SessionChange(.detached, session, reason: "DETACH"))]
+                + session.dropUnattended(flow: link?.flow == true, budget: &budget)
+        }!
     }
 
     mutating func closeSession(_ client: SessionClient, request: UInt32, session id: UInt64) -> [SessionAction] {
-        switch authorize(client, id) {
+        switch table.authorize(client, id) {
         case .failure(let refusal):
             return [.fail(client: client.id, request: request, refusal.code, refusal.text)]
         case .success(let session):
@@ -90,91 +87,86 @@ extension SessionRouter {
     }
 
     mutating func queueSend(_ client: SessionClient, request: UInt32, _ send: IPCMessage.Send) -> [SessionAction] {
-        if let refusal = refusal(client, send.session) {
+        if let refusal = table.refusal(client, send.session) {
             return [.fail(client: client.id, request: request, refusal.code, refusal.text)]
         }
-        // Changed in place (see `take`): a copy would copy `storingOut` with every message.
-        var session = take(send.session)
-        defer { sessions[send.session] = session }
-        if let other = session.attachedClient, other != client.id {
-            return [.fail(client: client.id, request: request, .sessionBusy, "session \(send.session) is attached to another client")]
-        }
-        if case .failed(let code, let message) = session.upstream {
-            // A session failed at start-up for its name was refused here, not by the server.
-            let text = ServiceName.refusal(session.service) != nil ? message
-                : "the server refused the session (\(WireCode(rawValue: code))): \(message)"
-            return [.fail(client: client.id, request: request, .upstreamRejected, text)]
-        }
-        guard send.payload.readableBytes <= limits.maxPayloadBytes else {
-            return [.fail(client: client.id, request: request, .payloadTooLarge,
-                          "\(send.payload.readableBytes) bytes exceed [limits] max_payload_bytes = \(limits.maxPayloadBytes)")]
-        }
-        guard session.outboxCount < limits.outboxMessages else {
-            return [.fail(client: client.id, request: request, .queueFull,
-                          "session \(send.session) has \(session.outboxCount) messages waiting ([limits] outbox_messages)")]
-        }
-        let bytes = send.payload.readableBytes
-        guard session.outboxTotalBytes + bytes <= limits.outboxBytes else {
-            return [.fail(client: client.id, request: request, .queueFull,
-                          "session \(send.session) has \(session.outboxTotalBytes) bytes waiting; \(bytes) more would pass "
-                              + "[limits] outbox_bytes = \(limits.outboxBytes)")]
-        }
-        let uidBytes = outboxBytesByUID[session.owner] ?? 0
-        guard uidBytes + bytes <= limits.uidOutboxBytes else {
-            return [.fail(client: client.id, request: request, .queueFull,
-                          "uid \(session.owner) has \(uidBytes) bytes waiting in its sessions; \(bytes) more would pass "
-                              + "[limits] uid_outbox_bytes = \(limits.uidOutboxBytes)")]
-        }
-        outboxBytesByUID[session.owner] = uidBytes + bytes
-        session.assignedSeq += 1
-        let seq = session.assignedSeq
-        let token = takeToken()
-        // TTL_MS 0 or absent: forever.
-        let deadline = send.ttlMS.flatMap { $0 == 0 ? nil : clock() + Int64($0) }
-        session.storingOut.append(seq, .init(payload: send.payload, client: client.id, token: token, deadlineMS: deadline))
-        budget.beginStoringOut(bytes, client: client.id, uid: client.uid, in: &session)
-        return [.persist(.appendOutbound(session: send.session, seq: seq, payload: send.payload, expiresAtMS: deadline),
-                         then: .accepted(client: client.id, request: request, session: send.session, seq: seq, token: token))]
+        // The owner's, which is the client's uid unless an admin sends on another's session.
+        let ownerBytes = table[send.session].map { table.outboxBytesByUID[$0.owner] ?? 0 } ?? 0
+        return table.modify(send.session) { session in
+            if let other = session.attachedClient, other != client.id {
+                return [.fail(client: client.id, request: request, .sessionBusy, "session \(send.session) is attached to another client")]
+            }
+            if case .failed(let code, let message) = session.upstream {
+                // A session failed at start-up for its name was refused here, not by the server.
+                let text = ServiceName.refusal(session.service) != nil ? message
+                    : "the server refused the session (\(WireCode(rawValue: code))): \(message)"
+                return [.fail(client: client.id, request: request, .upstreamRejected, text)]
+            }
+            guard send.payload.readableBytes <= limits.maxPayloadBytes else {
+                return [.fail(client: client.id, request: request, .payloadTooLarge,
+                              "\(send.payload.readableBytes) bytes exceed [limits] max_payload_bytes = \(limits.maxPayloadBytes)")]
+            }
+            guard session.outboxCount < limits.outboxMessages else {
+                return [.fail(client: client.id, request: request, .queueFull,
+                              "session \(send.session) has \(session.outboxCount) messages waiting ([limits] outbox_messages)")]
+            }
+            let bytes = send.payload.readableBytes
+            guard session.outboxTotalBytes + bytes <= limits.outboxBytes else {
+                return [.fail(client: client.id, request: request, .queueFull,
+                              "session \(send.session) has \(session.outboxTotalBytes) bytes waiting; \(bytes) more would pass "
+                                  + "[limits] outbox_bytes = \(limits.outboxBytes)")]
+            }
+            guard ownerBytes + bytes <= limits.uidOutboxBytes else {
+                return [.fail(client: client.id, request: request, .queueFull,
+                              "uid \(session.owner) has \(ownerBytes) bytes waiting in its sessions; \(bytes) more would pass "
+                                  + "[limits] uid_outbox_bytes = \(limits.uidOutboxBytes)")]
+            }
+            session.assignedSeq += 1
+            let seq = session.assignedSeq
+            let token = tokens.next()
+            // TTL_MS 0 or absent: forever.
+            let deadline = send.ttlMS.flatMap { $0 == 0 ? nil : now.wallMS + Int64($0) }
+            session.storingOut.append(seq, .init(payload: send.payload, client: client.id, token: token, deadlineMS: deadline))
+            budget.beginStoringOut(bytes, client: client.id, uid: client.uid, in: &session)
+            return [.persist(.appendOutbound(session: send.session, seq: seq, payload: send.payload, expiresAtMS: deadline),
+                             then: .accepted(client: client.id, request: request, session: send.session, seq: seq, token: token))]
+        }!
     }
 
     mutating func acknowledgeDelivered(_ client: SessionClient, request: UInt32, session id: UInt64, seq: UInt64) -> [SessionAction] {
-        if let refusal = refusal(client, id) {
+        if let refusal = table.refusal(client, id) {
             return [.fail(client: client.id, request: request, refusal.code, refusal.text)]
         }
-        // Looked at first, changed in place after (see `take`).
-        guard let (attached, receivedSeq, deliveredSeq) = sessions[id].map({ ($0.attachedClient, $0.receivedSeq, $0.deliveredSeq) }) else {
-            preconditionFailure("session \(id) was authorized a moment ago")
-        }
-        if let other = attached, other != client.id {
-            return [.fail(client: client.id, request: request, .sessionBusy, "session \(id) is attached to another client")]
-        }
-        guard seq <= receivedSeq else {
-            return [.fail(client: client.id, request: request, .badRequest,
-                          "ACK \(seq) is beyond the last message of session \(id) (\(receivedSeq))")]
-        }
-        var actions: [SessionAction] = [.reply(client: client.id, request: request, .ok(.init()))]
-        guard seq > deliveredSeq else { return actions }
-        var session = take(id)
-        // The window starts after `dispatchedSeq`: only an ACK beyond it (of messages
-        // the client had from an earlier attach) reaches into it.
-        while let first = session.inbox.first, first.seq <= seq {
-            session.inbox.removeFirst()
-            budget.releaseInbound(Session.windowCost(first.payload), from: &session)
-        }
-        session.deliveredSeq = seq
-        session.dispatchedSeq = max(session.dispatchedSeq, seq)
-        actions.append(.persist(.markDelivered(session: id, seq: seq), then: .deliveredStored(session: id, seq: seq)))
-        // Hysteresis: reopen at half the limit, so a reader at the edge does not flap the window.
-        if session.pausedUpstream, session.inboxCount < limits.inboxMessages / 2 {
-            session.pausedUpstream = false
-            if session.upstream == .open, link?.flow == true {
-                actions.append(.send(.window(WindowUpdate(session: id, window: Session.defaultWindow))))
+        return table.modify(id) { session in
+            if let other = session.attachedClient, other != client.id {
+                return [.fail(client: client.id, request: request, .sessionBusy, "session \(id) is attached to another client")]
             }
-            actions.append(.event(client: client.id, .sessionState(.init(session: id, state: session.state))))
-            actions.append(.watch(SessionChange(.state, session, reason: "the client caught up")))
-        }
-        sessions[id] = session
-        return actions
+            guard seq <= session.receivedSeq else {
+                return [.fail(client: client.id, request: request, .badRequest,
+                              "ACK \(seq) is beyond the last message of session \(id) (\(session.receivedSeq))")]
+            }
+            var actions: [SessionAction] = [.reply(client: client.id, request: request, .ok(.init()))]
+            guard seq > session.clientAckedSeq else { return actions }
+            // The window starts after `handedOverSeq`: only an ACK beyond it (of messages
+            // the client had from an earlier attach) reaches into it.
+            while let first = session.inbox.first, first.seq <= seq {
+                session.inbox.removeFirst()
+                budget.releaseInbound(Session.windowCost(first.payload), from: &session)
+            }
+            session.clientAckedSeq = seq
+            session.handedOverSeq = max(session.handedOverSeq, seq)
+            actions.append(.persist(.markDelivered(session: id, seq: seq), then: .deliveredStored(session: id, seq: seq)))
+            // Hysteresis: reopen at half the limit, so a reader at the edge does not flap the window.
+            if session.pausedUpstream, session.inboxCount < limits.inboxMessages / 2 {
+                session.pausedUpstream = false
+                if session.upstream == .open, link?.flow == true {
+                    actions.append(.send(.window(WindowUpdate(session: id, window: Session.defaultWindow))))
+                }
+                actions.append(.event(client: client.id, .sessionState(.init(session: id, state: session.state))))
+                actions.append(.watch(SessionChange(.state, session, reason: "the client caught up")))
+            }
+            return actions
+        }!
     }
 
     /// A client's connection is gone: its sessions live on, detached.
@@ -186,15 +178,15 @@ extension SessionRouter {
             attachesAwaitingStores[id] = kept.isEmpty ? nil : kept
         }
         var actions: [SessionAction] = []
-        for id in byPriority(sessionsByClient.removeValue(forKey: clientID) ?? []) {
-            var session = take(id)
-            session.attachedClient = nil
-            resetInboundWindow(&session)
-            sessions[id] = session
-            actions.append(.watch(SessionChange(.detached, session, reason: "client disconnected")))
-            actions += dropUnattended(id)
+        for id in table.byPriority(table.byClient[clientID] ?? []) {
+            actions += table.modify(id) { session in
+                session.attachedClient = nil
+                budget.dropInboundWindow(of: &session)
+                return [.watch(SessionChange(.detached, session, reason: "client disconnected"))]
+                    + session.dropUnattended(flow: link?.flow == true, budget: &budget)
+            } ?? []
         }
-        for (id, session) in creating where session.attachedClient == clientID { creating[id]?.attachedClient = nil }
+        table.forgetCreatingClient(clientID)
         return actions
     }
 
@@ -207,7 +199,7 @@ extension SessionRouter {
         }
         blockedClients.remove(clientID)
         var actions: [SessionAction] = []
-        for id in byPriority(sessionsByClient[clientID] ?? []) {
+        for id in table.byPriority(table.byClient[clientID] ?? []) {
             actions += deliver(id)
         }
         return actions

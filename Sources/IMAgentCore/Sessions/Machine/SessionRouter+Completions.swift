@@ -9,7 +9,10 @@ extension SessionRouter {
     mutating func complete(_ continuation: PersistContinuation, _ result: Result<Void, SessionPersistenceError>) -> [SessionAction] {
         switch continuation {
         case .created(let client, let request, let id):
-            guard var session = creating.removeValue(forKey: id) else {
+            let link = link
+            guard let session = table.endCreating(id, stored: (try? result.get()) != nil, change: { session in
+                if link != nil { session.upstream = .opening }
+            }) else {
                 preconditionFailure("a create completed for session \(id), which was not being created")
             }
             if case .failure(let error) = result {
@@ -17,15 +20,10 @@ extension SessionRouter {
             }
             var actions: [SessionAction] = []
             if session.attachedClient == client {
-                actions.append(.reply(client: client, request: request, .opened(opened(session))))
+                actions.append(.reply(client: client, request: request, .opened(session.opened)))
             }
-            if let attached = session.attachedClient { sessionsByClient[attached, default: []].insert(id) }
-            if link != nil {
-                session.upstream = .opening
-                actions.append(.send(.open(openFrame(session))))
-            }
+            if let link { actions.append(.send(.open(session.openFrame(flow: link.flow)))) }
             actions.append(.watch(SessionChange(.opened, session)))
-            sessions[id] = session
             return actions
 
         case .accepted(let client, let request, let id, let seq, let token):
@@ -37,7 +35,7 @@ extension SessionRouter {
                 // The outbox still holds them; the next OPEN_OK says the same again.
                 return [.log(.warning, "session \(id): ACK \(seq) not stored: \(error)")]
             case .success:
-                guard let client = sessions[id]?.attachedClient else { return [] }
+                guard let client = table[id]?.attachedClient else { return [] }
                 return [.event(client: client, .acked(.init(session: id, seq: seq)))]
             }
 
@@ -58,7 +56,7 @@ extension SessionRouter {
                 actions.append(.log(.warning, "session \(id): giving up seq \(seq) not stored: \(error)"))
             }
             actions.append(.log(.info, "session \(id): outbound seq \(seq) given up: \(reason)"))
-            if let client = sessions[id]?.attachedClient {
+            if let client = table[id]?.attachedClient {
                 actions.append(.event(client: client, .expired(.init(session: id, seq: seq, code: code, message: reason))))
             }
             return actions
@@ -76,79 +74,82 @@ extension SessionRouter {
     /// A read of the store for the outbound window completed.
     mutating func fillOutboundWindow(session id: UInt64, token: UInt64,
                                  _ result: Result<[StoredOutboundMessage], SessionPersistenceError>) -> [SessionAction] {
-        guard let load = sessions[id]?.outboundLoad, load.token == token else { return [] }  // closed, or the window was reset
-        var session = take(id)
-        budget.endRead(\.outboundLoad, in: &session)
-        var actions: [SessionAction] = []
-        switch result {
-        case .failure(let error):
-            actions.append(.log(.warning, "session \(id): outbound messages not read from the store: \(error)"))
-            actions.append(.storeFailed(reason: "session \(id): outbound messages not read from the store: \(error)"))
-            sessions[id] = session
-            return actions
-        case .success(let messages):
-            // Nothing else changes the store after the window while a read is under way (no
-            // expiry, no OPEN_OK beyond the window): these are the outbox's next messages.
-            var added = 0
-            for message in messages where message.seq > session.loadedThroughSeq && session.outboxWindow.count < session.outboxStored {
-                session.outboxWindow.append(Session.OutboundEntry(seq: message.seq, payload: message.payload, deadlineMS: message.deadlineMS))
-                session.loadedThroughSeq = message.seq
-                budget.keepOutbound(Session.windowCost(message.payload), in: &session)
-                added += 1
+        guard let load = table[id]?.outboundLoad, load.token == token else { return [] }  // closed, or the window was reset
+        let now = now.wallMS
+        // Transmits what was read, unless the read failed or found nothing.
+        var stalled = true
+        let actions = table.modify(id) { session -> [SessionAction] in
+            budget.endRead(\.outboundLoad, in: &session)
+            switch result {
+            case .failure(let error):
+                return [.log(.warning, "session \(id): outbound messages not read from the store: \(error)"),
+                        .storeFailed(reason: "session \(id): outbound messages not read from the store: \(error)")]
+            case .success(let messages):
+                // Nothing else changes the store after the window while a read is under way (no
+                // expiry, no OPEN_OK beyond the window): these are the outbox's next messages.
+                var added = 0
+                for message in messages where message.seq > session.loadedThroughSeq && session.outboxWindow.count < session.outboxStored {
+                    session.outboxWindow.append(Session.OutboundEntry(seq: message.seq, payload: message.payload, deadlineMS: message.deadlineMS))
+                    session.loadedThroughSeq = message.seq
+                    budget.keepOutbound(Session.windowCost(message.payload), in: &session)
+                    added += 1
+                }
+                // An expiry that waited for this read.
+                var actions = session.expireStored(now: now, tokens: &tokens, limits: limits)
+                if added == 0, session.outboxWindow.count < session.outboxStored {
+                    // Read again at once, it would find nothing again: wait for the next event instead.
+                    actions.append(.log(.warning, "session \(id): the store holds no outbound message after seq \(session.loadedThroughSeq)"))
+                } else {
+                    stalled = false
+                }
+                return actions
             }
-            // An expiry that waited for this read.
-            actions += expireStored(&session, now: clock())
-            sessions[id] = session
-            if added == 0, session.outboxWindow.count < session.outboxStored {
-                // Read again at once, it would find nothing again: wait for the next event instead.
-                return actions + [.log(.warning, "session \(id): the store holds no outbound message after seq \(session.loadedThroughSeq)")]
-            }
-            return actions + transmit(id)
-        }
+        }!
+        return stalled ? actions : actions + transmit(id)
     }
 
     /// The store gave up expired outbound messages after the window.
     mutating func forgetExpiredAfterWindow(session id: UInt64, token: UInt64,
-                                  _ result: Result<ExpiredOutboundBatch, SessionPersistenceError>) -> [SessionAction] {
-        guard sessions[id]?.expiring == token else { return [] }  // closed
-        var session = take(id)
-        session.expiring = nil
-        var actions: [SessionAction] = []
-        switch result {
-        case .failure(let error):
-            // Nothing was given up: try again in a second.
-            actions.append(.log(.warning, "session \(id): expired messages not given up: \(error)"))
-            actions.append(.expireAt(clock() + 1_000))
-        case .success(let batch):
-            let reason = "its TTL passed before it reached the server"
-            // Each was after the window (no read runs meanwhile) and not on any link.
-            for message in batch.messages {
-                session.outboxStored -= 1
-                session.outboxBytes -= message.bytes
-                outboxBytesByUID[session.owner, default: 0] -= message.bytes
-                session.givenUp += 1
-                actions.append(.log(.info, "session \(id): outbound seq \(message.seq) given up: \(reason)"))
-                if let client = session.attachedClient {
-                    actions.append(.event(client: client, .expired(.init(session: id, seq: message.seq, code: .expired, message: reason))))
+                                           _ result: Result<ExpiredOutboundBatch, SessionPersistenceError>) -> [SessionAction] {
+        guard table[id]?.expiring == token else { return [] }  // closed
+        let now = now.wallMS
+        let actions = table.modify(id) { session in
+            session.expiring = nil
+            var actions: [SessionAction] = []
+            switch result {
+            case .failure(let error):
+                // Nothing was given up: try again in a second.
+                actions.append(.log(.warning, "session \(id): expired messages not given up: \(error)"))
+                actions.append(.expireAt(now + 1_000))
+            case .success(let batch):
+                let reason = "its TTL passed before it reached the server"
+                // Each was after the window (no read runs meanwhile) and not on any link.
+                for message in batch.messages {
+                    session.outboxStored -= 1
+                    session.outboxBytes -= message.bytes
+                    session.givenUp += 1
+                    actions.append(.log(.info, "session \(id): outbound seq \(message.seq) given up: \(reason)"))
+                    if let client = session.attachedClient {
+                        actions.append(.event(client: client, .expired(.init(session: id, seq: message.seq, code: .expired, message: reason))))
+                    }
+                }
+                session.storeDeadlineMS = batch.nextDeadlineMS
+                if batch.messages.count >= limits.expiryBatch {
+                    actions += session.expireStored(now: now, tokens: &tokens, limits: limits)  // more are due
+                } else if let next = batch.nextDeadlineMS {
+                    actions.append(.expireAt(next))
                 }
             }
-            session.storeDeadlineMS = batch.nextDeadlineMS
-            let now = clock()
-            if batch.messages.count >= limits.expiryBatch {
-                actions += expireStored(&session, now: now)  // more are due
-            } else if let next = batch.nextDeadlineMS {
-                actions.append(.expireAt(next))
-            }
-        }
-        sessions[id] = session
+            return actions
+        }!
         return actions + transmit(id)
     }
 
     /// The store found the messages an OPEN_OK's LAST_ACKED covers beyond the window.
     mutating func completeLocatedOpenOK(session id: UInt64, token: UInt64,
                                   _ result: Result<StoredOutboxSpan, SessionPersistenceError>) -> [SessionAction] {
-        guard let pending = sessions[id]?.locating, pending.token == token else { return [] }  // closed, or the link changed
-        sessions[id]?.locating = nil
+        guard let pending = table[id]?.locating, pending.token == token else { return [] }  // closed, or the link changed
+        table.modify(id) { $0.locating = nil }
         switch result {
         case .failure(let error):
             return [.storeFailed(reason: "session \(id): the acknowledged outbound messages not found in the store: \(error)")]
@@ -160,28 +161,28 @@ extension SessionRouter {
     /// A read of the store for the inbound window completed.
     mutating func fillInboundWindow(session id: UInt64, token: UInt64,
                                 _ result: Result<[(seq: UInt64, payload: ByteBuffer)], SessionPersistenceError>) -> [SessionAction] {
-        guard let load = sessions[id]?.inboundLoad, load.token == token else { return [] }  // closed, detached or re-attached
-        var session = take(id)
-        budget.endRead(\.inboundLoad, in: &session)
-        switch result {
-        case .failure(let error):
-            sessions[id] = session
-            return [.log(.warning, "session \(id): inbound messages not read from the store: \(error)"),
-                    .storeFailed(reason: "session \(id): inbound messages not read from the store: \(error)")]
-        case .success(let messages):
-            for message in messages where message.seq == session.dispatchedSeq + UInt64(session.inbox.count) + 1 {
+        guard let load = table[id]?.inboundLoad, load.token == token else { return [] }  // closed, detached or re-attached
+        let stalled: Bool = table.modify(id) { session in
+            budget.endRead(\.inboundLoad, in: &session)
+            guard case .success(let messages) = result else { return false }
+            for message in messages where message.seq == session.handedOverSeq + UInt64(session.inbox.count) + 1 {
                 session.inbox.append(message)
                 budget.keepInbound(Session.windowCost(message.payload), in: &session)
             }
-            sessions[id] = session
             // The client may have acknowledged past this read while it ran (messages it had before
             // a restart): then what it read is behind the window, or gone, and nothing is amiss.
-            let overtaken = messages.last.map { $0.seq <= session.dispatchedSeq } ?? false
-            if session.inbox.isEmpty, session.dispatchedSeq < session.receivedSeq, !overtaken {
-                // Read again at once, it would find nothing again: wait for the next event instead.
-                return [.log(.warning, "session \(id): the store holds no inbound message after seq \(session.dispatchedSeq)")]
-            }
-            return deliver(id)
+            let overtaken = messages.last.map { $0.seq <= session.handedOverSeq } ?? false
+            return session.inbox.isEmpty && session.handedOverSeq < session.receivedSeq && !overtaken
+        }!
+        if case .failure(let error) = result {
+            return [.log(.warning, "session \(id): inbound messages not read from the store: \(error)"),
+                    .storeFailed(reason: "session \(id): inbound messages not read from the store: \(error)")]
         }
+        if stalled {
+            // Read again at once, it would find nothing again: wait for the next event instead.
+            let after = table[id]?.handedOverSeq ?? 0
+            return [.log(.warning, "session \(id): the store holds no inbound message after seq \(after)")]
+        }
+        return deliver(id)
     }
 }

@@ -12,15 +12,16 @@ extension SessionRouter {
         var actions: [SessionAction] = []
         for id in closeUpstream.sorted() { actions.append(.send(.close(Close(session: id)))) }
         closeUpstream.removeAll()
-        for id in sessionIDsByPriority {
-            guard var session = sessions[id], !session.isFailed else { continue }
-            session.upstream = .opening
-            session.transmittedCount = 0
-            session.locating = nil
-            // The server resends from RESUME_AFTER + 1, which acknowledges everything up to it.
-            session.ackedUpstreamSeq = session.receivedSeq
-            sessions[id] = session
-            actions.append(.send(.open(openFrame(session))))
+        for id in table.idsByPriority {
+            table.modify(id) { session in
+                guard !session.isFailed else { return }
+                session.upstream = .opening
+                session.transmittedCount = 0
+                session.locating = nil
+                // The server resends from RESUME_AFTER + 1, which acknowledges everything up to it.
+                session.ackedUpstreamSeq = session.receivedSeq
+                actions.append(.send(.open(session.openFrame(flow: flow))))
+            }
         }
         return actions
     }
@@ -28,16 +29,16 @@ extension SessionRouter {
     mutating func loseLink() -> [SessionAction] {
         link = nil
         var actions: [SessionAction] = []
-        for id in sessionIDsByPriority {
-            guard var session = sessions[id], !session.isFailed else { continue }
-            let wasOpen = session.upstream == .open
-            session.upstream = .idle
-            // Nothing in flight survives the link: OPEN_OK says where to resume.
-            session.transmittedCount = 0
-            session.locating = nil
-            session.sendWindow = nil
-            sessions[id] = session
-            if wasOpen {
+        for id in table.idsByPriority {
+            table.modify(id) { session in
+                guard !session.isFailed else { return }
+                let wasOpen = session.upstream == .open
+                session.upstream = .idle
+                // Nothing in flight survives the link: OPEN_OK says where to resume.
+                session.transmittedCount = 0
+                session.locating = nil
+                session.sendWindow = nil
+                guard wasOpen else { return }
                 if let client = session.attachedClient {
                     actions.append(.event(client: client, .sessionState(.init(session: id, state: .pending, message: "the link is down"))))
                 }
@@ -49,7 +50,7 @@ extension SessionRouter {
 
     /// LINK_STATE to every client with a session attached.
     func tellLinkState(_ state: LinkStateValue) -> [SessionAction] {
-        sessionsByClient.keys.sorted().map { .event(client: $0, .linkState(.init(state: state))) }
+        table.byClient.keys.sorted().map { .event(client: $0, .linkState(.init(state: state))) }
     }
 
     /// A session frame from the server (DATA bodies already inflated).
@@ -61,11 +62,11 @@ extension SessionRouter {
         case .ack(let ack): return ackIn(ack)
         case .window(let update): return windowIn(update)
         case .close(let close):
-            guard sessions[close.session] != nil else {
+            guard table[close.session] != nil else {
                 return [.log(.debug, "CLOSE for session \(close.session), which is not open here")]
             }
             var actions: [SessionAction] = []
-            if let client = sessions[close.session]?.attachedClient {
+            if let client = table[close.session]?.attachedClient {
                 actions.append(.event(client: client, .sessionState(.init(session: close.session, state: .closed, message: "closed by the server"))))
             }
             actions += closeLocally(close.session, tellUpstream: false, reason: "closed by the server",
@@ -75,16 +76,18 @@ extension SessionRouter {
             guard error.code == .unknownSession else {
                 return [.log(.warning, "server ERROR \(error.code) for session \(error.session): \(error.message ?? "")")]
             }
-            guard link != nil, var session = sessions[error.session], !session.isFailed else {
+            guard let link, table[error.session]?.isFailed == false else {
                 return [.log(.debug, "UNKNOWN_SESSION for session \(error.session), which is not open here")]
             }
             // The server forgot the session on this link: OPEN again and resume from its OPEN_OK.
-            session.upstream = .opening
-            session.transmittedCount = 0
-            session.locating = nil
-            session.sendWindow = nil
-            sessions[error.session] = session
-            return [.log(.info, "server does not know session \(error.session); opening it again"), .send(.open(openFrame(session)))]
+            return table.modify(error.session) { session in
+                session.upstream = .opening
+                session.transmittedCount = 0
+                session.locating = nil
+                session.sendWindow = nil
+                return [.log(.info, "server does not know session \(error.session); opening it again"),
+                        .send(.open(session.openFrame(flow: link.flow)))]
+            }!
         case .hello, .helloOK, .login, .loginOK, .loginFail, .ping, .pong, .goaway, .open:
             preconditionFailure("the link engine hands only session frames to the router, not \(frame.type)")
         }
@@ -98,13 +101,13 @@ extension SessionRouter {
         guard link != nil else { return [] }
         var actions: [SessionAction] = []
         // Not a sort of every session per flush: only those with something to acknowledge.
-        let ordered = due.compactMap { id in sessions[id].map { (priority: $0.priority.rawValue, id: id) } }
-            .sorted { ($0.priority, $0.id) < ($1.priority, $1.id) }
-        for (_, id) in ordered {
-            guard let (upstream, received, acked) = sessions[id].map({ ($0.upstream, $0.receivedSeq, $0.ackedUpstreamSeq) }),
-                  upstream == .open || upstream == .opening, received > acked else { continue }
-            sessions[id]!.ackedUpstreamSeq = received
-            actions.append(.send(.ack(Ack(session: id, seq: received))))
+        for id in table.byPriority(due) {
+            table.modify(id) { session in
+                let received = session.receivedSeq
+                guard session.upstream == .open || session.upstream == .opening, received > session.ackedUpstreamSeq else { return }
+                session.ackedUpstreamSeq = received
+                actions.append(.send(.ack(Ack(session: id, seq: received))))
+            }
         }
         return actions
     }

@@ -11,15 +11,13 @@ extension SessionRouter {
         func notStored(_ error: SessionPersistenceError) -> SessionAction {
             .fail(client: client, request: request, error == .full ? .queueFull : .internal, "message not stored: \(error)")
         }
-        // Taken, not copied to be looked at: a copy retains every buffer of the session.
-        guard var session = sessions.removeValue(forKey: id) else {
+        guard let current = table[id].map({ $0.storingOut[seq]?.token }) else {
             switch result {
             case .success: return [.fail(client: client, request: request, .sessionClosed, "session \(id) was closed")]
             case .failure(let error): return [notStored(error)]
             }
         }
-        guard let entry = session.storingOut[seq], entry.token == token else {
-            sessions[id] = session
+        guard current == token else {
             // An earlier failure already gave this seq up.
             switch result {
             case .success:
@@ -28,24 +26,22 @@ extension SessionRouter {
             case .failure(let error): return [notStored(error)]
             }
         }
-        switch result {
-        case .failure(let error):
-            // Later appends of this session fail too (the store's contract): give their seqs back now.
-            var bytes = 0
-            for entry in session.storingOut.removeFrom(seq) {
-                bytes += entry.payload.readableBytes
-                budget.endStoringOut(entry.payload.readableBytes, client: entry.client, in: &session)
+        if case .failure(let error) = result {
+            table.modify(id) { session in
+                // Later appends of this session fail too (the store's contract): give their seqs back now.
+                for entry in session.storingOut.removeFrom(seq) {
+                    budget.endStoringOut(entry.payload.readableBytes, client: entry.client, in: &session)
+                }
+                session.assignedSeq = seq - 1
             }
-            outboxBytesByUID[session.owner, default: 0] -= bytes
-            session.assignedSeq = seq - 1
-            sessions[id] = session
             return [notStored(error)] + releaseAttaches(id)
-        case .success:
+        }
+        var actions: [SessionAction] = table.modify(id) { session in
             session.storingOut.markStored(seq)
             var actions: [SessionAction] = []
             // ACCEPTED in seq order, so a client's SEQs arrive increasing.
             while let next = session.storingOut.popStored() {
-                session.sentSeq += 1
+                session.acceptedSeq += 1
                 acceptedTotal += 1
                 let bytes = next.payload.readableBytes
                 budget.endStoringOut(bytes, client: next.client, in: &session)
@@ -58,9 +54,9 @@ extension SessionRouter {
                     && session.expiring == nil && session.locating == nil && !session.isFailed && budget.fits(cost, session)
                 session.outboxStored += 1
                 if keep {
-                    session.outboxWindow.append(.init(seq: session.sentSeq, payload: next.payload, deadlineMS: next.deadlineMS,
-                                                     acceptedAt: now()))
-                    session.loadedThroughSeq = session.sentSeq
+                    session.outboxWindow.append(.init(seq: session.acceptedSeq, payload: next.payload, deadlineMS: next.deadlineMS,
+                                                     acceptedAt: now.instant))
+                    session.loadedThroughSeq = session.acceptedSeq
                     budget.keepOutbound(cost, in: &session)
                 } else if let deadline = next.deadlineMS {
                     session.storeDeadlineMS = min(session.storeDeadlineMS ?? deadline, deadline)
@@ -70,22 +66,21 @@ extension SessionRouter {
                     actions.append(.expireAt(deadline))
                 }
             }
-            actions.append(.reply(client: client, request: request, .accepted(.init(session: id, seq: seq))))
-            sessions[id] = session
-            actions += transmit(id)
-            actions += releaseAttaches(id)
             return actions
-        }
+        }!
+        actions.append(.reply(client: client, request: request, .accepted(.init(session: id, seq: seq))))
+        return actions + transmit(id) + releaseAttaches(id)
     }
 
     /// The OPENEDs that waited for the session's SENDs in flight, once none is left.
     mutating func releaseAttaches(_ id: UInt64) -> [SessionAction] {
         // Looked up first: on the message path there is nothing waiting, and no session to copy.
-        guard attachesAwaitingStores[id] != nil, let session = sessions[id], session.assignedSeq == session.sentSeq,
-              let waiting = attachesAwaitingStores.removeValue(forKey: id) else { return [] }
+        guard attachesAwaitingStores[id] != nil,
+              let (attached, opened, storing) = table[id].map({ ($0.attachedClient, $0.opened, $0.assignedSeq > $0.acceptedSeq) }),
+              !storing, let waiting = attachesAwaitingStores.removeValue(forKey: id) else { return [] }
         var actions: [SessionAction] = []
-        for waiter in waiting where session.attachedClient == waiter.client {
-            actions.append(.reply(client: waiter.client, request: waiter.request, .opened(opened(session))))
+        for waiter in waiting where attached == waiter.client {
+            actions.append(.reply(client: waiter.client, request: waiter.request, .opened(opened)))
         }
         return actions + deliver(id)
     }
@@ -94,111 +89,81 @@ extension SessionRouter {
     /// A message whose TTL passed, or too large for the server, is given up
     /// here instead: it was never on this link, and OPEN_OK said the server lacks it.
     mutating func transmit(_ id: UInt64) -> [SessionAction] {
-        guard let link, var session = sessions.removeValue(forKey: id) else { return [] }
-        guard session.upstream == .open else {
-            sessions[id] = session
-            return []
-        }
-        var actions: [SessionAction] = []
-        let now = clock()
-        while session.transmittedCount < session.outboxWindow.count {
-            if let window = session.sendWindow, session.transmittedCount >= Int(window) { break }
-            // The ACKs of what is ahead on the link call this again.
-            if session.transmittedCount > 0, session.transmittedBytes >= Session.linkAheadBytes { break }
-            let message = session.outboxWindow[session.outboxWindow.index(session.outboxWindow.startIndex, offsetBy: session.transmittedCount)]
-            if message.seq > session.heldThroughSeq, let deadline = message.deadlineMS, deadline <= now {
-                actions += giveUp(&session, at: session.transmittedCount, code: .expired, reason: "its TTL passed before it reached the server")
-                continue
+        guard let link, table[id]?.upstream == .open else { return [] }
+        let now = now.wallMS
+        return table.modify(id) { session in
+            var actions: [SessionAction] = []
+            while session.transmittedCount < session.outboxWindow.count {
+                if let window = session.sendWindow, session.transmittedCount >= Int(window) { break }
+                // The ACKs of what is ahead on the link call this again.
+                if session.transmittedCount > 0, session.transmittedBytes >= Session.linkAheadBytes { break }
+                let message = session.outboxWindow[session.outboxWindow.index(session.outboxWindow.startIndex, offsetBy: session.transmittedCount)]
+                if message.seq > session.heldThroughSeq, let deadline = message.deadlineMS, deadline <= now {
+                    actions += session.giveUp(at: session.transmittedCount, code: .expired,
+                                              reason: "its TTL passed before it reached the server", budget: &budget)
+                    continue
+                }
+                if message.bytes > Int(link.maxFrame) {
+                    actions += session.giveUp(at: session.transmittedCount, code: .payloadTooLarge,
+                                              reason: "\(message.bytes) bytes exceed the server's MAX_FRAME of \(link.maxFrame) bytes",
+                                              budget: &budget)
+                    continue
+                }
+                session.heldThroughSeq = max(session.heldThroughSeq, message.seq)
+                if message.seq <= session.transmittedThroughSeq { resentTotal += 1 } else { session.transmittedThroughSeq = message.seq }
+                session.transmittedCount += 1
+                session.transmittedBytes += message.bytes
+                let wireSeq = session.wireAckedSeq + UInt64(session.transmittedCount)
+                actions.append(.send(.data(DataFrame(session: id, seq: wireSeq, body: message.payload))))
             }
-            if message.bytes > Int(link.maxFrame) {
-                actions += giveUp(&session, at: session.transmittedCount, code: .payloadTooLarge,
-                                  reason: "\(message.bytes) bytes exceed the server's MAX_FRAME of \(link.maxFrame) bytes")
-                continue
-            }
-            session.heldThroughSeq = max(session.heldThroughSeq, message.seq)
-            if message.seq <= session.transmittedThroughSeq { resentTotal += 1 } else { session.transmittedThroughSeq = message.seq }
-            session.transmittedCount += 1
-            session.transmittedBytes += message.bytes
-            let wireSeq = session.wireAckedSeq + UInt64(session.transmittedCount)
-            actions.append(.send(.data(DataFrame(session: id, seq: wireSeq, body: message.payload))))
-        }
-        actions += refillOutbound(&session)
-        sessions[id] = session
-        return actions
-    }
-
-    /// Forgets the outbox entry at `offset` (not on the current link, not held by the server)
-    /// and tells its client once that is stored.
-    mutating func giveUp(_ session: inout Session, at offset: Int, code: IPCErrorCode, reason: String) -> [SessionAction] {
-        let entry = session.outboxWindow.remove(at: session.outboxWindow.index(session.outboxWindow.startIndex, offsetBy: offset))
-        session.givenUp += 1
-        session.outboxStored -= 1
-        session.outboxBytes -= entry.bytes
-        outboxBytesByUID[session.owner, default: 0] -= entry.bytes
-        budget.releaseOutbound(Session.windowCost(entry.payload), from: &session)
-        return [.persist(.giveUpOutbound(session: session.id, seq: entry.seq),
-                         then: .givenUp(session: session.id, seq: entry.seq, code: code, reason: reason))]
+            return actions + session.refillOutbound(budget: &budget, tokens: &tokens, limits: limits)
+        }!
     }
 
     /// Gives up the session's messages whose TTL passed and that the server
     /// is known not to have; returns the next deadline still ahead, if any.
     /// The window is looked at here; after it, the store finds them (`expireStored`).
     mutating func expire(_ id: UInt64, now: Int64) -> (actions: [SessionAction], next: Int64?) {
-        guard sessions[id] != nil else {
+        guard let locating = table[id].map({ $0.locating != nil }) else {
             sessionsWithTTL.remove(id)
             return ([], nil)
         }
-        var session = take(id)
-        defer { sessions[id] = session }
         // An OPEN_OK waiting for the store: the window must stay as LAST_ACKED found it.
-        if session.locating != nil { return ([], nil) }
-        var actions: [SessionAction] = []
-        var next: Int64?
-        var waiting = false
-        var offset = session.transmittedCount  // those before are on the current link: the server decides them
-        while offset < session.outboxWindow.count {
-            let entry = session.outboxWindow[session.outboxWindow.index(session.outboxWindow.startIndex, offsetBy: offset)]
-            if let deadline = entry.deadlineMS {
-                if entry.seq > session.heldThroughSeq, deadline <= now {
-                    actions += giveUp(&session, at: offset, code: .expired, reason: "its TTL passed before it reached the server")
-                    continue
+        if locating { return ([], nil) }
+        return table.modify(id) { session in
+            var actions: [SessionAction] = []
+            var next: Int64?
+            var waiting = false
+            var offset = session.transmittedCount  // those before are on the current link: the server decides them
+            while offset < session.outboxWindow.count {
+                let entry = session.outboxWindow[session.outboxWindow.index(session.outboxWindow.startIndex, offsetBy: offset)]
+                if let deadline = entry.deadlineMS {
+                    if entry.seq > session.heldThroughSeq, deadline <= now {
+                        actions += session.giveUp(at: offset, code: .expired, reason: "its TTL passed before it reached the server",
+                                                  budget: &budget)
+                        continue
+                    }
+                    waiting = true
+                    if entry.seq > session.heldThroughSeq { next = min(next ?? deadline, deadline) }
                 }
-                waiting = true
-                if entry.seq > session.heldThroughSeq { next = min(next ?? deadline, deadline) }
+                offset += 1
             }
-            offset += 1
-        }
-        actions += expireStored(&session, now: now)
-        if let deadline = session.storeDeadlineMS {
-            waiting = true
-            if deadline > now { next = min(next ?? deadline, deadline) }
-        }
-        if !waiting, session.expiring == nil,
-           !session.outboxWindow.prefix(session.transmittedCount).contains(where: { $0.deadlineMS != nil }) {
-            sessionsWithTTL.remove(id)
-        }
-        return (actions, next)
-    }
-
-    /// Asks the store to give up the expired messages after the window, when one may have
-    /// expired and nothing else reads or changes what is after the window meanwhile.
-    /// (Before a restart's first OPEN_OK the server may hold them all: nothing expires.)
-    mutating func expireStored(_ session: inout Session, now: Int64) -> [SessionAction] {
-        guard session.expiring == nil else { return [] }
-        guard session.outboxWindow.count < session.outboxStored else {
-            session.storeDeadlineMS = nil  // everything stored is in the window
-            return []
-        }
-        guard let deadline = session.storeDeadlineMS, deadline <= now, session.outboundLoad == nil, session.locating == nil,
-              session.heldThroughSeq <= session.loadedThroughSeq else { return [] }
-        let token = takeToken()
-        session.expiring = token
-        return [.expireOutbound(session: session.id, after: session.loadedThroughSeq, nowMS: now, limit: limits.expiryBatch, token: token)]
+            actions += session.expireStored(now: now, tokens: &tokens, limits: limits)
+            if let deadline = session.storeDeadlineMS {
+                waiting = true
+                if deadline > now { next = min(next ?? deadline, deadline) }
+            }
+            if !waiting, session.expiring == nil,
+               !session.outboxWindow.prefix(session.transmittedCount).contains(where: { $0.deadlineMS != nil }) {
+                sessionsWithTTL.remove(id)
+            }
+            return (actions, next)
+        }!
     }
 
     /// The TTL timer fired: give up what is due, everywhere.
     mutating func expireAllDue() -> [SessionAction] {
-        let now = clock()
+        let now = now.wallMS
         var actions: [SessionAction] = []
         var next: Int64?
         for id in sessionsWithTTL.sorted() {
@@ -214,90 +179,95 @@ extension SessionRouter {
     /// it (as the IPC seq of the last message it covers), and tell the client once stored.
     /// What it covers after the window (only an OPEN_OK after a restart) comes as `span`.
     mutating func advanceAcked(_ id: UInt64, toWire wireSeq: UInt64, beyondWindow span: StoredOutboxSpan? = nil) -> [SessionAction] {
-        guard let current = sessions[id]?.wireAckedSeq, wireSeq > current else { return [] }
-        var session = take(id)
-        defer { sessions[id] = session }
-        let count = Int(min(wireSeq - session.wireAckedSeq, UInt64(session.outboxWindow.count)))
-        var seq = session.ackedSeq
-        var bytes = 0
-        var cost = 0
-        for _ in 0..<count {
-            let entry = session.outboxWindow.removeFirst()
-            if let accepted = entry.acceptedAt { acknowledged(now() - accepted) }
-            seq = entry.seq
-            bytes += entry.bytes
-            cost += Session.windowCost(entry.payload)
-        }
-        budget.releaseOutbound(cost, from: &session)
-        let bytesInWindow = bytes
-        var covered = count
-        if let span, span.count > 0 {
-            seq = span.lastSeq
-            bytes += span.bytes
-            covered += span.count
-        }
-        guard covered > 0 else { return [] }
-        session.outboxStored -= covered
-        session.outboxBytes -= bytes
-        outboxBytesByUID[session.owner, default: 0] -= bytes
-        session.ackedSeq = seq
-        session.loadedThroughSeq = max(session.loadedThroughSeq, seq)
-        session.wireAckedSeq += UInt64(covered)
-        session.transmittedBytes = max(0, session.transmittedBytes - bytesInWindow)
-        session.transmittedCount = max(0, session.transmittedCount - count)
-        return [.persist(.markAcked(session: id, seq: seq), then: .ackedStored(session: id, seq: seq))]
+        guard let current = table[id]?.wireAckedSeq, wireSeq > current else { return [] }
+        return table.modify(id) { session in
+            let count = Int(min(wireSeq - session.wireAckedSeq, UInt64(session.outboxWindow.count)))
+            var actions: [SessionAction] = []
+            var seq = session.serverAckedSeq
+            var bytes = 0
+            var cost = 0
+            for _ in 0..<count {
+                let entry = session.outboxWindow.removeFirst()
+                if let accepted = entry.acceptedAt { actions.append(.acknowledged(after: now.instant - accepted)) }
+                seq = entry.seq
+                bytes += entry.bytes
+                cost += Session.windowCost(entry.payload)
+            }
+            budget.releaseOutbound(cost, from: &session)
+            let bytesInWindow = bytes
+            var covered = count
+            if let span, span.count > 0 {
+                seq = span.lastSeq
+                bytes += span.bytes
+                covered += span.count
+            }
+            guard covered > 0 else { return actions }
+            session.outboxStored -= covered
+            session.outboxBytes -= bytes
+            session.serverAckedSeq = seq
+            session.loadedThroughSeq = max(session.loadedThroughSeq, seq)
+            session.wireAckedSeq += UInt64(covered)
+            session.transmittedBytes = max(0, session.transmittedBytes - bytesInWindow)
+            session.transmittedCount = max(0, session.transmittedCount - count)
+            return actions + [.persist(.markAcked(session: id, seq: seq), then: .ackedStored(session: id, seq: seq))]
+        }!
     }
 
     mutating func openOK(_ ok: OpenOK) -> [SessionAction] {
-        guard let session = sessions[ok.session], session.upstream == .opening, session.locating == nil else {
+        guard let (upstream, locating, wireAckedSeq, outboxStored, windowCount) = table[ok.session].map({
+                  ($0.upstream, $0.locating != nil, $0.wireAckedSeq, $0.outboxStored, $0.outboxWindow.count) }),
+              upstream == .opening, !locating else {
             return [.log(.debug, "OPEN_OK for session \(ok.session), which is not being opened")]
         }
         var actions: [SessionAction] = []
         // LAST_ACKED is a wire seq (see `Session`).
         var lastAcked = ok.lastAcked
-        let highest = session.wireAckedSeq + UInt64(session.outboxStored)
+        let highest = wireAckedSeq + UInt64(outboxStored)
         if lastAcked > highest {
             actions.append(.log(.warning, "session \(ok.session): server claims wire seq \(lastAcked) but only \(highest) were sent"))
             lastAcked = highest
         }
-        if lastAcked < session.wireAckedSeq {
+        if lastAcked < wireAckedSeq {
             if link?.serverKeepsAcknowledged == false {
                 actions.append(.log(.debug, "session \(ok.session): the broker keeps no count of acknowledged seqs; "
-                                    + "\(session.wireAckedSeq) were acknowledged before, the rest is sent again"))
+                                    + "\(wireAckedSeq) were acknowledged before, the rest is sent again"))
             } else {
-                actions.append(.log(.warning, "session \(ok.session): server lost wire seqs \(lastAcked + 1)…\(session.wireAckedSeq), which it had acknowledged"))
+                actions.append(.log(.warning, "session \(ok.session): server lost wire seqs \(lastAcked + 1)…\(wireAckedSeq), which it had acknowledged"))
             }
         }
-        let covered = lastAcked > session.wireAckedSeq ? Int(lastAcked - session.wireAckedSeq) : 0
-        guard covered > session.outboxWindow.count else {
+        let covered = lastAcked > wireAckedSeq ? Int(lastAcked - wireAckedSeq) : 0
+        guard covered > windowCount else {
             return actions + completeOpenOK(ok.session, lastAcked: lastAcked, window: ok.window, beyondWindow: nil)
         }
         // After a restart nothing is read back yet: the store says which seqs (gaps of
         // messages given up included) and how many bytes the acknowledged messages are.
-        var pending = take(ok.session)
-        budget.endRead(\.outboundLoad, in: &pending)
-        let token = takeToken()
-        pending.locating = Session.PendingOpenOK(token: token, lastAcked: lastAcked, window: ok.window)
-        let after = pending.loadedThroughSeq
-        sessions[ok.session] = pending
-        return actions + [.locateOutbound(session: ok.session, after: after, count: covered - pending.outboxWindow.count, token: token)]
+        return actions + table.modify(ok.session) { pending in
+            budget.endRead(\.outboundLoad, in: &pending)
+            let token = tokens.next()
+            pending.locating = Session.PendingOpenOK(token: token, lastAcked: lastAcked, window: ok.window)
+            return [.locateOutbound(session: ok.session, after: pending.loadedThroughSeq, count: covered - pending.outboxWindow.count,
+                                    token: token)]
+        }!
     }
 
     /// The session is open upstream: what the server holds is acknowledged, the rest is sent.
     mutating func completeOpenOK(_ id: UInt64, lastAcked: UInt64, window: UInt32?, beyondWindow span: StoredOutboxSpan?) -> [SessionAction] {
         var actions: [SessionAction] = []
-        sessions[id]?.upstream = .open
-        sessions[id]?.transmittedCount = 0
-        sessions[id]?.sendWindow = link?.flow == true ? (window ?? Session.defaultWindow) : nil
+        let flow = link?.flow == true
+        table.modify(id) { session in
+            session.upstream = .open
+            session.transmittedCount = 0
+            session.sendWindow = flow ? (window ?? Session.defaultWindow) : nil
+        }
         actions += advanceAcked(id, toWire: lastAcked, beyondWindow: span)
         // The server lacks everything after LAST_ACKED: from now on their TTLs count.
-        if let acked = sessions[id]?.ackedSeq { sessions[id]?.heldThroughSeq = acked }
+        table.modify(id) { $0.heldThroughSeq = $0.serverAckedSeq }
         if sessionsWithTTL.contains(id) {
-            let (expired, next) = expire(id, now: clock())
+            let (expired, next) = expire(id, now: now.wallMS)
             actions += expired
             if let next { actions.append(.expireAt(next)) }
         }
-        if let (client, change) = sessions[id].map({ ($0.attachedClient, SessionChange(.state, $0)) }) {
+        if let (client, change) = table[id].map({ ($0.attachedClient, SessionChange(.state, $0)) }) {
             if let client {
                 actions.append(.event(client: client, .sessionState(.init(session: id, state: change.state))))
             }
@@ -308,13 +278,13 @@ extension SessionRouter {
     }
 
     mutating func openFail(_ fail: OpenFail) -> [SessionAction] {
-        guard var session = sessions[fail.session] else {
+        guard let client = table[fail.session].map({ $0.attachedClient }) else {
             return [.log(.debug, "OPEN_FAIL for session \(fail.session), which is not open here")]
         }
         let text = fail.message ?? "\(fail.code)"
         var actions: [SessionAction] = []
         if fail.code == .sessionClosed {
-            if let client = session.attachedClient {
+            if let client {
                 actions.append(.event(client: client, .sessionState(.init(session: fail.session, state: .closed, code: .sessionClosed, message: text))))
             }
             actions += closeLocally(fail.session, tellUpstream: false, reason: "the server closed the session: \(text)",
@@ -322,23 +292,24 @@ extension SessionRouter {
             return actions
         }
         // FORBIDDEN or anything else: this session only fails; the link and the others go on.
-        session = take(fail.session)
-        session.upstream = .failed(code: fail.code.rawValue, message: text)
-        releaseWindows(&session)
-        budget.stopWaiting(fail.session)
-        sessions[fail.session] = session
+        let change = table.modify(fail.session) { session in
+            session.upstream = .failed(code: fail.code.rawValue, message: text)
+            session.releaseWindows(budget: &budget)
+            budget.stopWaiting(fail.session)
+            return SessionChange(.state, session, reason: "the server refused the session (\(fail.code)): \(text)")
+        }!
         actions.append(.log(.warning, "server refused session \(fail.session) (\(fail.code)): \(text)"))
-        if let client = session.attachedClient {
+        if let client {
             actions.append(.event(client: client, .sessionState(.init(session: fail.session, state: .failed, code: .upstreamRejected,
                                                                       message: "the server refused the session (\(fail.code)): \(text)"))))
         }
-        actions.append(.watch(SessionChange(.state, session, reason: "the server refused the session (\(fail.code)): \(text)")))
+        actions.append(.watch(change))
         return actions
     }
 
     mutating func ackIn(_ ack: Ack) -> [SessionAction] {
         // Only the counters: a copy of the session held across `advanceAcked` would make it copy the outbox.
-        guard let (wireAckedSeq, transmittedCount) = sessions[ack.session].map({ ($0.wireAckedSeq, $0.transmittedCount) }) else {
+        guard let (wireAckedSeq, transmittedCount) = table[ack.session].map({ ($0.wireAckedSeq, $0.transmittedCount) }) else {
             return [.log(.debug, "ACK for session \(ack.session), which is not open here")]
         }
         // ACK carries a wire seq (see `Session`).
@@ -354,11 +325,10 @@ extension SessionRouter {
         guard link?.flow == true else {
             return [.dropLink(reason: "WINDOW for session \(update.session) without FLOW negotiated")]
         }
-        guard var session = sessions[update.session], session.upstream == .open else {
+        guard table[update.session]?.upstream == .open else {
             return [.log(.debug, "WINDOW for session \(update.session), which is not open here")]
         }
-        session.sendWindow = update.window
-        sessions[update.session] = session
+        table.modify(update.session) { $0.sendWindow = update.window }
         return transmit(update.session)
     }
 }

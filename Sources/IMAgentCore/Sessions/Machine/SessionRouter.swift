@@ -63,7 +63,7 @@ struct SessionClient: Hashable, Sendable {
 ///
 /// Exactly-once rests on three orderings kept here: ACCEPTED only after the
 /// outbound message is stored, ACK upstream only after the inbound message is
-/// stored, MESSAGE in seq order from `deliveredSeq + 1` on every attach.
+/// stored, MESSAGE in seq order from `clientAckedSeq + 1` on every attach.
 ///
 /// Its whole surface is `SessionRouter+Events.swift`: every event ends there in
 /// `settle`, which performs what the memory budget says (wake-ups, reading the link
@@ -72,46 +72,34 @@ struct SessionClient: Hashable, Sendable {
 /// inbound and shared rules (`SessionRouter+*.swift`). Its state is internal only
 /// so those files reach it; nothing else changes it.
 struct SessionRouter<Random: RandomNumberGenerator> {
-    var sessions: [UInt64: Session] = [:]
-    /// Closed ids, the most recent `ClosedSessionIDs.remembered`: not reused; OPEN of one answers SESSION_CLOSED.
-    var closedIDs = ClosedSessionIDs()
-    /// Sessions whose creation is being stored: their ids are taken.
-    var creating: [UInt64: Session] = [:]
+    /// Every session, and the indexes kept by it (see `SessionTable`).
+    var table = SessionTable()
     /// Sessions closed locally while the link was down: CLOSE goes up on the next link.
     var closeUpstream: Set<UInt64> = []
     /// Clients whose channel is full: no MESSAGE until they drain.
     var blockedClients: Set<UInt64> = []
-    /// The sessions (in `sessions`) attached to each client: a client's events touch its
-    /// sessions only, never a scan of every session.
-    var sessionsByClient: [UInt64: Set<UInt64>] = [:]
     /// Attaches (OPEN of an existing session) waiting for SENDs still being stored: OPENED's
     /// SENT_SEQ must count every message that will be ACCEPTED, or a client resuming after it
     /// would send those again.
     var attachesAwaitingStores: [UInt64: [(client: UInt64, request: UInt32)]] = [:]
-    /// Whether a link is established, and whether it negotiated FLOW.
     var link: LinkInfo?
     var ackFlushScheduled = false
     /// Sessions that stored inbound DATA since the last flush: only they are looked at.
     var acksDue: Set<UInt64> = []
     var reportedActive = false
-    var nextToken: UInt64 = 0
+    var tokens = Tokens()
     /// Sessions with outbox messages that have a TTL.
     var sessionsWithTTL: Set<UInt64> = []
     /// Every payload byte in memory, and who may take more (the windows, what is being stored).
     var budget: MemoryBudget
-    /// Outbound payload bytes queued (stored or being stored) per owner uid (`[limits] uid_outbox_bytes`).
-    var outboxBytesByUID: [UInt32: Int] = [:]
-    /// Wall-clock time in ms since the Unix epoch, for TTLs (a fixed clock in tests).
-    var clock: () -> Int64 = { 0 }
+    /// The time of the event being handled: each event of `SessionRouter+Events.swift` brings it.
+    var now: SessionTime
     /// For the metrics: SENDs accepted (stored), inbound messages stored (duplicates not),
-    /// DATA written again on a later link, MESSAGEs handed to a client again,
-    /// and an outbound message's time from ACCEPTED to the server's ACK (`acknowledged`).
+    /// DATA written again on a later link, MESSAGEs handed to a client again.
     var acceptedTotal = 0
     var receivedTotal = 0
     var resentTotal = 0
     var redeliveredTotal = 0
-    var acknowledged: (Duration) -> Void = { _ in }
-    var now: () -> ContinuousClock.Instant = { .now }
     var limits: SessionLimits {
         didSet {
             budget.limit = limits.memoryBudgetBytes
@@ -120,8 +108,9 @@ struct SessionRouter<Random: RandomNumberGenerator> {
     }
     var random: Random
 
-    init(limits: SessionLimits, random: Random) {
+    init(limits: SessionLimits, random: Random, now: SessionTime) {
         self.limits = limits
+        self.now = now
         self.random = random
         budget = MemoryBudget(limit: limits.memoryBudgetBytes, uidStoringShare: limits.uidStoringBytes)
     }
@@ -133,7 +122,7 @@ struct SessionRouter<Random: RandomNumberGenerator> {
     /// it is failed, so it never reaches the link, and its owner can read and close it.
     @discardableResult
     mutating func restore(_ stored: StoredSessions) -> [String] {
-        closedIDs = ClosedSessionIDs(stored.closed)
+        table.restoreClosed(stored.closed)
         var warnings: [String] = []
         for session in stored.open {
             var restored = Session(restoring: session)
@@ -142,8 +131,7 @@ struct SessionRouter<Random: RandomNumberGenerator> {
                 restored.upstream = .failed(code: WireCode.forbidden.rawValue, message: text)
                 warnings.append("session \(restored.id) of uid \(restored.owner) failed at start-up: \(text)")
             }
-            outboxBytesByUID[restored.owner, default: 0] += restored.outboxBytes
-            sessions[session.record.id] = restored
+            table.restore(restored)
             if restored.storeDeadlineMS != nil { sessionsWithTTL.insert(session.record.id) }
         }
         return warnings
@@ -151,10 +139,10 @@ struct SessionRouter<Random: RandomNumberGenerator> {
 
     // MARK: Counters for STATUS
 
-    var outboxTotal: Int { sessions.values.reduce(0) { $0 + $1.outboxCount } }
-    var inboxTotal: Int { sessions.values.reduce(0) { $0 + $1.inboxCount } }
+    var outboxTotal: Int { table.all.reduce(0) { $0 + $1.outboxCount } }
+    var inboxTotal: Int { table.all.reduce(0) { $0 + $1.inboxCount } }
     /// Payload bytes queued outbound (stored or being stored), all sessions.
-    var outboxBytesTotal: Int { sessions.values.reduce(0) { $0 + $1.outboxTotalBytes } }
+    var outboxBytesTotal: Int { table.all.reduce(0) { $0 + $1.outboxTotalBytes } }
 }
 
 extension SessionLimits {

@@ -413,6 +413,23 @@ import Testing
         #expect(drained.sessionStates == [.open])
     }
 
+    /// A burst arriving faster than the store is paused as it arrives: counting only what
+    /// was stored, WINDOW 0 came once the store caught up, after the whole burst was taken.
+    @Test func aBurstFasterThanTheStore_isPausedAtTheLimit_asItArrives() {
+        var router = makeRouter(SessionLimits(inboxMessages: 4))
+        let id = router.newSession()
+        _ = router.establish()
+        var arrivals: [[SessionAction]] = []
+        for seq in 1...4 { arrivals.append(router.received(.data(DataFrame(session: id, seq: UInt64(seq), body: bytes("x"))))) }
+        #expect(arrivals.prefix(3).allSatisfy { $0.windows.isEmpty })
+        #expect(arrivals[3].windows == [0], "WINDOW 0 with the 4th DATA, before any of them is stored")
+        #expect(router.table[id]?.state == .paused)
+        // Stored afterwards, the inbox is exactly at the limit, and no second WINDOW 0 follows.
+        let stored = arrivals.flatMap { router.completing($0) }
+        #expect(router.table[id]?.inboxCount == 4)
+        #expect(stored.windows == [0])
+    }
+
     @Test func inboundStoreFailureDropsTheLink_andTheResentDataIsTaken() {
         var router = makeRouter()
         let id = router.newSession()

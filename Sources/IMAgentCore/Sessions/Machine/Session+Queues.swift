@@ -96,4 +96,23 @@ extension Session {
         }
         return actions
     }
+
+    /// With FLOW: WINDOW 0 once the messages stored or being stored reach `limit`
+    /// (`[limits] inbox_messages`). Counted as DATA arrives, not once it is stored, so a burst
+    /// cannot pass the limit while the store catches up; the server stops, and over MQTT the
+    /// adapter refuses what the broker sends beyond it. A session that keeps nothing for an
+    /// absent client (DURABLE = 0, detached) is never paused: what it stores is dropped at once.
+    mutating func pauseIfInboxFull(limit: Int) -> [SessionAction] {
+        guard !pausedUpstream, durable || attachedClient != nil, inboxCount + storingIn.count >= limit else { return [] }
+        pausedUpstream = true
+        var actions: [SessionAction] = []
+        if upstream == .open {
+            actions.append(.send(.window(WindowUpdate(session: id, window: 0))))
+        }
+        if let client = attachedClient {
+            actions.append(.event(client: client, .sessionState(.init(session: id, state: state))))
+        }
+        actions.append(.watch(SessionChange(.state, self, reason: "the inbox is full")))
+        return actions
+    }
 }

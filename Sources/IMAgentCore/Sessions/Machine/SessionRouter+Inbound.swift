@@ -32,6 +32,7 @@ extension SessionRouter {
             budget.beginStoringIn(data.body.readableBytes, in: &session)
             return [.persist(.appendInbound(session: data.session, seq: data.seq, payload: data.body),
                              then: .inboundStored(session: data.session, seq: data.seq, token: token))]
+                + (flow ? session.pauseIfInboxFull(limit: limits.inboxMessages) : [])
         } ?? [.send(.error(ErrorFrame(session: data.session, code: .unknownSession, message: "session is not open")))]
     }
 
@@ -72,16 +73,7 @@ extension SessionRouter {
                     actions.append(.scheduleAckFlush)
                 }
                 actions += session.dropUnattended(flow: flow, budget: &budget)
-                if !session.pausedUpstream, flow, session.inboxCount >= limits.inboxMessages {
-                    session.pausedUpstream = true
-                    if session.upstream == .open {
-                        actions.append(.send(.window(WindowUpdate(session: id, window: 0))))
-                    }
-                    if let client = session.attachedClient {
-                        actions.append(.event(client: client, .sessionState(.init(session: id, state: session.state))))
-                    }
-                    actions.append(.watch(SessionChange(.state, session, reason: "the inbox is full")))
-                }
+                if flow { actions += session.pauseIfInboxFull(limit: limits.inboxMessages) }
                 return actions
             }
         }!

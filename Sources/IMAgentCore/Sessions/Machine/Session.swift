@@ -85,8 +85,8 @@ struct Session {
     typealias Queue = CircularBuffer<(seq: UInt64, payload: ByteBuffer)>
     /// Every new session's outbox and inbox start as this one shared storage;
     /// the first append copies it (copy on write). `CircularBuffer()` would
-    /// allocate room for 16 messages, twice per session: about 1.3 KB of the
-    /// 1.6 KB an idle session used to cost.
+    /// allocate room for 16 messages twice per session, most of what an idle
+    /// session would cost.
     static let emptyQueue = Queue(initialCapacity: 1)
     /// The same for the outbound window, whose entries also carry a TTL.
     static let emptyOutbox = CircularBuffer<OutboundEntry>(initialCapacity: 1)

@@ -24,18 +24,8 @@ struct PayloadSegmentTests {
 
     func withSegmentStore<T>(durability: Durability = .process, maximumSizeBytes: Int? = nil, segmentFileBytes: Int = 1 << 20,
                              in directory: TemporaryDirectory, _ body: (AgentStore) async throws -> T) async throws -> T {
-        let store = try await AgentStore.open(
-            StoreConfiguration(path: directory.databasePath, durability: durability, maximumSizeBytes: maximumSizeBytes,
-                               segmentFileBytes: segmentFileBytes),
-            on: testLoop).get()
-        do {
-            let result = try await body(store)
-            try await store.close(on: testLoop).get()
-            return result
-        } catch {
-            try? await store.close(on: testLoop).get()
-            throw error
-        }
+        try await withOpenStore(StoreConfiguration(path: directory.databasePath, durability: durability,
+                                                   maximumSizeBytes: maximumSizeBytes, segmentFileBytes: segmentFileBytes), body)
     }
 
     @Test(arguments: Durability.allCases)

@@ -24,30 +24,9 @@ struct TemporaryDirectory {
 /// The event loop the daemon would pass: one loop, shared by every test.
 let testLoop: EventLoop = MultiThreadedEventLoopGroup.singleton.next()
 
-/// Opens a store in a fresh temporary directory, runs `body`, closes the store and removes the files.
-func withStore<T>(durability: Durability = .process, maximumSizeBytes: Int? = nil,
-                  writerLinger: TimeAmount = StoreConfiguration.defaultWriterLinger,
-                  _ body: (AgentStore, TemporaryDirectory) async throws -> T) async throws -> T {
-    let directory = try TemporaryDirectory()
-    defer { directory.remove() }
-    let store = try await AgentStore.open(
-        StoreConfiguration(path: directory.databasePath, durability: durability, maximumSizeBytes: maximumSizeBytes,
-                           writerLinger: writerLinger),
-        on: testLoop).get()
-    do {
-        let result = try await body(store, directory)
-        try await store.close(on: testLoop).get()
-        return result
-    } catch {
-        try? await store.close(on: testLoop).get()
-        throw error
-    }
-}
-
-/// Opens the store at `path` again (as a restarted daemon would), runs `body`, closes it.
-func reopen<T>(_ path: String, durability: Durability = .process,
-               _ body: (AgentStore) async throws -> T) async throws -> T {
-    let store = try await AgentStore.open(StoreConfiguration(path: path, durability: durability), on: testLoop).get()
+/// Opens the store `configuration` describes, runs `body`, and closes the store whether or not `body` throws.
+func withOpenStore<T>(_ configuration: StoreConfiguration, _ body: (AgentStore) async throws -> T) async throws -> T {
+    let store = try await AgentStore.open(configuration, on: testLoop).get()
     do {
         let result = try await body(store)
         try await store.close(on: testLoop).get()
@@ -56,6 +35,24 @@ func reopen<T>(_ path: String, durability: Durability = .process,
         try? await store.close(on: testLoop).get()
         throw error
     }
+}
+
+/// Opens a store in a fresh temporary directory, runs `body`, closes the store and removes the files.
+func withStore<T>(durability: Durability = .process, maximumSizeBytes: Int? = nil,
+                  writerLinger: TimeAmount = StoreConfiguration.defaultWriterLinger,
+                  _ body: (AgentStore, TemporaryDirectory) async throws -> T) async throws -> T {
+    let directory = try TemporaryDirectory()
+    defer { directory.remove() }
+    return try await withOpenStore(StoreConfiguration(path: directory.databasePath, durability: durability,
+                                                      maximumSizeBytes: maximumSizeBytes, writerLinger: writerLinger)) { store in
+        try await body(store, directory)
+    }
+}
+
+/// Opens the store at `path` again (as a restarted daemon would), runs `body`, closes it.
+func reopen<T>(_ path: String, durability: Durability = .process,
+               _ body: (AgentStore) async throws -> T) async throws -> T {
+    try await withOpenStore(StoreConfiguration(path: path, durability: durability), body)
 }
 
 func bytes(_ text: String) -> ByteBuffer { ByteBuffer(string: text) }

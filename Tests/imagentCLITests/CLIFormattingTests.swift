@@ -49,6 +49,41 @@ import Testing
     }
 }
 
+/// `imagent status`'s lines for what an MQTT broker granted (`link.mqtt_broker`).
+@Suite struct StatusBrokerGrantTests {
+    static func status(_ grant: String?) throws -> JSONValue {
+        try JSONParser.parse(#"{"link":{"state":"connected","reconnects":0"# + (grant.map { #","mqtt_broker":"# + $0 } ?? "")
+            + #"},"daemon":{},"sessions":{}}"#)
+    }
+
+    @Test func aShortSessionExpiry_isSaidPlainly_withWhatItCosts() throws {
+        let lines = StatusCommand.render(try Self.status(#"{"session_expiry_s":300,"session_expiry_requested_s":3600,"#
+            + #""receive_maximum":1,"maximum_packet_size":268435460,"largest_message_bytes":268435200,"topic_alias_maximum":0,"#
+            + #""maximum_qos":1,"retain_available":true,"shared_subscription_available":false,"server_keep_alive_s":null,"warnings":1}"#))
+        #expect(lines.contains { $0.hasPrefix("mqtt broker:") && $0.hasSuffix("QoS up to 1, receive maximum 1, topic aliases 0, "
+            + "retain yes, shared subscriptions no, keep-alive as asked") }, "\(lines)")
+        #expect(lines.contains { $0.hasPrefix("session expiry:") && $0.hasSuffix("300 s granted (3600 s requested): "
+            + "an outage longer than that loses down messages at the broker") }, "\(lines)")
+        #expect(lines.contains { $0.hasPrefix("packet size:") && $0.hasSuffix("at most 256 MiB, largest message 256 MiB") }, "\(lines)")
+        #expect(!lines.contains { $0.contains("mqtt_broker") }, "no generic copy of the same fields: \(lines)")
+    }
+
+    @Test func aPacketSizeBelowMaxPayload_isSaid_andAGrantedExpiryIsNotWarned() throws {
+        let lines = StatusCommand.render(try Self.status(#"{"session_expiry_s":600,"session_expiry_requested_s":600,"#
+            + #""receive_maximum":20,"maximum_packet_size":4096,"largest_message_bytes":3900,"topic_alias_maximum":10,"#
+            + #""maximum_qos":2,"retain_available":true,"shared_subscription_available":true,"server_keep_alive_s":60,"warnings":1}"#))
+        #expect(lines.contains { $0.hasPrefix("session expiry:") && $0.hasSuffix(" 600 s granted") }, "\(lines)")
+        #expect(lines.contains { $0.hasSuffix("shared subscriptions yes, keep-alive 60 s (the broker's)") }, "\(lines)")
+        #expect(lines.contains { $0.hasPrefix("packet size:") && $0.hasSuffix("at most 4 KiB, largest message 3.8 KiB: "
+            + "less than [limits] max_payload_bytes, larger messages fail with PAYLOAD_TOO_LARGE") }, "\(lines)")
+    }
+
+    @Test func withoutAnMQTTGrant_noBrokerLines() throws {
+        let lines = StatusCommand.render(try Self.status(nil))
+        #expect(!lines.contains { $0.hasPrefix("mqtt broker:") || $0.hasPrefix("session expiry:") || $0.hasPrefix("packet size:") }, "\(lines)")
+    }
+}
+
 @Suite struct DoctorCheckTests {
     @Test func clock_failsBeyondTwoSecondsPlusTheRoundTrip_andSaysWhichWay() {
         #expect(DoctorCommand.clock(offsetMS: 1_500, rttMS: 10).line == "ok    clock: within 1.5 s of the server's")

@@ -98,6 +98,11 @@ struct EjabberdUpstreamTests {
             #expect(granted["shared_subscription_available"] as? Bool == false, "\(granted)")
             #expect(granted["warnings"] as? Int == 1)
             #expect(daemon.log.contains("session expiry of 300 s, less than the 3600 s"), "\(daemon.log.suffix(2000))")
+            let human = try await daemon.imagent(["status"])
+            let line = human.stdout.split(separator: "\n").first { $0.hasPrefix("session expiry:") } ?? ""
+            #expect(line.hasSuffix("300 s granted (3600 s requested): an outage longer than that loses down messages at the broker"),
+                    "plain `imagent status` says it too: \(human.stdout)")
+            #expect(human.stdout.contains("shared subscriptions no"), "\(human.stdout)")
         }
     }
 }

@@ -41,6 +41,26 @@ struct MQTTUpstreamTests {
         }
     }
 
+    /// `imagent status` in plain text shows what mosquitto granted, the same figures as STATUS's
+    /// `link.mqtt_broker`, and says that a message of `max_payload_bytes` cannot pass its packet size.
+    @Test func plainStatus_showsWhatMosquittoGranted() async throws {
+        try await withMQTTDaemon(brokerExtra: "max_packet_size 4096\nmax_inflight_messages 7") { daemon, _, _ in
+            let status = try await daemon.waitForLink("connected")
+            let granted = try #require((status["link"] as? [String: Any])?["mqtt_broker"] as? [String: Any], "\(status)")
+            #expect(granted["receive_maximum"] as? Int == 7 && granted["maximum_packet_size"] as? Int == 4_096, "\(granted)")
+            let human = try await daemon.imagent(["status"])
+            #expect(human.status == 0, "\(human.stderr)")
+            let lines = human.stdout.split(separator: "\n").map(String.init)
+            func line(_ label: String) -> String { lines.first { $0.hasPrefix(label + ":") } ?? "(no \(label) line in \(human.stdout))" }
+            #expect(line("mqtt broker").contains("receive maximum 7, topic aliases \(granted["topic_alias_maximum"] as? Int ?? -1), "
+                + "retain yes, shared subscriptions yes"), "\(human.stdout)")
+            #expect(line("session expiry").hasSuffix(" 600 s granted"), "mosquitto grants what CONNECT asks: \(human.stdout)")
+            #expect(line("packet size").contains("at most 4 KiB, largest message ")
+                && line("packet size").hasSuffix("less than [limits] max_payload_bytes, larger messages fail with PAYLOAD_TOO_LARGE"),
+                "\(human.stdout)")
+        }
+    }
+
     /// TLS to the broker with the daemon's client certificate (the broker requires one and takes its
     /// CN as the user name), verified for `server_name`: the echo still comes back.
     @Test func echoOverTLS_withAClientCertificate() async throws {

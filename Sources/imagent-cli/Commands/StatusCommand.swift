@@ -5,7 +5,7 @@ import ArgumentParser
 struct StatusCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
-        abstract: "Show the link's state, server, uptime, RTT, heartbeat, reconnects, sessions and queue depths.",
+        abstract: "Show the link's state, server, uptime, RTT, heartbeat, reconnects, what an MQTT broker granted, sessions and queue depths.",
         discussion: "With --json, prints imagentd's STATUS document as one line of JSON.")
 
     @OptionGroup var options: GlobalOptions
@@ -49,10 +49,11 @@ struct StatusCommand: AsyncParsableCommand {
             lastError += " (at \(HumanFormat.timestamp(milliseconds: at)))"
         }
         fields.add("last error", lastError)
+        if let grant = link["mqtt_broker"], grant != .null { BrokerGrantText.add(grant, to: &fields) }
         fields.addUnknown(of: link, known: ["state", "detail", "next_step", "endpoint", "endpoints", "connected_since_ms", "uptime_s",
                                             "rtt_ms", "heartbeat_s", "reconnects", "last_error", "last_error_ms",
                                             "unconfigured", "attempts", "server_clock_offset_ms",
-                                            "server_certificate_expires_ms"], prefix: "link")
+                                            "server_certificate_expires_ms", "mqtt_broker"], prefix: "link")
 
         fields.add("daemon", "imagentd \(daemon["version"].displayText), pid \(daemon["pid"].displayText), "
             + "up \(HumanFormat.duration(seconds: daemon["uptime_s"]))"

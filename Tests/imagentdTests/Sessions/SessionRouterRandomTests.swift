@@ -17,22 +17,28 @@ import Testing
 @Suite struct SessionRouterRandomTests {
     /// Audited every 16th step: this suite runs among the others, and a full audit of every
     /// step would hold one of the test pool's threads for a minute and a half.
-    @Test func everyMessageEchoedOnce_throughRandomFaults() {
-        Self.run(seeds: 0..<50, auditEvery: 16)
+    @Test func everyMessageEchoedOnce_throughRandomFaults() async {
+        await Self.run(seeds: 0..<50, auditEvery: 16)
     }
 
-    /// Runs `seeds` and checks each; the client's socket must have been paused by the budget
-    /// in some of them, or the suite does not test that path.
+    /// Runs `seeds` on a thread of its own (minutes of CPU in a debug build would starve the
+    /// test pool's threads, which every other test shares) and checks each; the client's socket
+    /// must have been paused by the budget in some of them, or the suite does not test that path.
     /// The budget is audited every `auditEvery` steps (and at the end): every step costs about
     /// fifteen times the step itself in a debug build.
-    static func run(seeds: Range<UInt64>, auditEvery: Int = 1) {
-        var readingChanges = 0
-        for seed in seeds {
-            var world = RandomWorld(seed: seed, auditEvery: auditEvery)
-            world.run(chaosSteps: 3_000)
-            world.check()
-            readingChanges += world.readingChanges
+    static func run(seeds: Range<UInt64>, auditEvery: Int = 1) async {
+        let (failures, readingChanges) = await onOwnThread {
+            var failures: [String] = []
+            var readingChanges = 0
+            for seed in seeds {
+                var world = RandomWorld(seed: seed, auditEvery: auditEvery)
+                world.run(chaosSteps: 3_000)
+                failures += world.failures()
+                readingChanges += world.readingChanges
+            }
+            return (failures, readingChanges)
         }
+        #expect(failures == [])
         #expect(readingChanges > 0, "no seed made the router stop reading the client")
     }
 }
@@ -40,12 +46,12 @@ import Testing
 /// The same model at 1,000 seeds, and 50 of them with the budget audited after every step:
 /// in the serial group of `scripts/test` (with the load tests).
 @Suite(.serialized) struct SessionRouterRandomSlowTests {
-    @Test func everyMessageEchoedOnce_throughRandomFaults_thousandSeeds() {
-        SessionRouterRandomTests.run(seeds: 50..<1_050, auditEvery: 16)
+    @Test func everyMessageEchoedOnce_throughRandomFaults_thousandSeeds() async {
+        await SessionRouterRandomTests.run(seeds: 50..<1_050, auditEvery: 16)
     }
 
-    @Test func theBudgetHoldsAfterEveryStep() {
-        SessionRouterRandomTests.run(seeds: 0..<50, auditEvery: 1)
+    @Test func theBudgetHoldsAfterEveryStep() async {
+        await SessionRouterRandomTests.run(seeds: 0..<50, auditEvery: 1)
     }
 }
 
@@ -423,19 +429,23 @@ private struct RandomWorld {
 
     // MARK: The verdict
 
-    func check() {
-        #expect(problems == [], "seed \(seed)")
-        #expect(router.budgetAudit() + router.tableAudit() == [], "seed \(seed)")
+    /// What is wrong with the world once it has settled, as one line per failure.
+    func failures() -> [String] {
+        var failures = problems.map { "seed \(seed): \($0)" }
+        failures += (router.budgetAudit() + router.tableAudit()).map { "seed \(seed): \($0)" }
         for (index, session) in client.enumerated() {
             let missing = (1...Self.messages).filter { !session.seen[Int($0)] }
-            #expect(missing.isEmpty, "seed \(seed): session \(index) never got echoes \(missing.prefix(10))")
-            #expect(server[session.id]?.received == Self.messages, "seed \(seed): session \(index): the server got \(server[session.id]?.received ?? 0)")
+            if !missing.isEmpty { failures.append("seed \(seed): session \(index) never got echoes \(missing.prefix(10))") }
+            let received = server[session.id]?.received ?? 0
+            if received != Self.messages { failures.append("seed \(seed): session \(index): the server got \(received)") }
             let stuck = router.table[session.id]
-            #expect(stuck?.outboxCount == 0 && stuck?.inboxCount == 0,
-                    "seed \(seed): session \(index) holds outbox \(stuck?.outboxCount ?? -1), inbox \(stuck?.inboxCount ?? -1)")
+            if !(stuck?.outboxCount == 0 && stuck?.inboxCount == 0) {
+                failures.append("seed \(seed): session \(index) holds outbox \(stuck?.outboxCount ?? -1), inbox \(stuck?.inboxCount ?? -1)")
+            }
         }
-        #expect(router.budget.held == 0, "seed \(seed)")
-        #expect(router.budget.waiters.isEmpty, "seed \(seed)")
+        if router.budget.held != 0 { failures.append("seed \(seed): the budget still holds \(router.budget.held) bytes") }
+        if !router.budget.waiters.isEmpty { failures.append("seed \(seed): \(router.budget.waiters.count) budget waiters left") }
+        return failures
     }
 }
 

@@ -60,7 +60,7 @@ let benchCommands: [BenchCommand] = [
         [--messages 20000] [--requests 1000] [--sizes 64,1024,65536] [--sessions 1,100]
                                      [--durability process|power] [--window 256] [--time-limit 1800]
                                      [--rows imagentd,bridge,mqtt,direct-mqtt,direct-tcp] [--tunings shipped,tuned]
-                                     [--mqtt-backend bench|python]
+                                     [--mqtt-backend bench|python] [--probe-seconds 2] [--probe-batch N]
         """, summary: """
         One workload through imagentd, through two bridged mosquitto brokers (as shipped and tuned)
         and straight to the reference server: msg/s, latency, CPU µs per message of imagentd (of both
@@ -72,6 +72,29 @@ let benchCommands: [BenchCommand] = [
         upstream broker is the one the mqtt and direct-mqtt rows use. --mqtt-backend: who answers the
         mqtt row: the bench (default; the same process answers the direct MQTT client) or the Python
         example examples/mqtt-echo/echo.py.
+        Disk B/payload B: the bytes the path's processes wrote to disk over the run (write_bytes of
+        /proc/PID/io: imagentd's; both brokers' for the bridge, the upstream one's for the direct MQTT
+        client) over the payload bytes carried: one way counts each payload once, round trip twice
+        (up, and its echo down). The kernel counts write_bytes when a page of the page cache is
+        dirtied, not when writeback reaches the disk, so the end of a run holds its writes without
+        waiting for writeback; a page dirtied twice before writeback counts once, a partial page
+        counts whole, bytes removed before writeback still count (cancelled_write_bytes is not
+        subtracted), and the filesystem's journal writes count for no process.
+        At --durability power, after each imagentd row (IMLink and MQTT), a disk probe (see
+        `diskprobe`) runs --probe-seconds in that imagentd's store directory at the row's payload
+        size, in batches of the daemon's own payloads per store commit over the one-way run (from
+        METRICS: messages accepted ÷ commits), or --probe-batch; 16 if METRICS gives none. It prints
+        the probe's payload MB/s, payloads/s and fdatasyncs/s, and imagentd's one-way payload bytes/s
+        ÷ the probe's.
+        """),
+    BenchCommand(name: "diskprobe", synopsis: "[--size 65536] [--batch 16] [--seconds 3] [--dir .]", summary: """
+        What the disk under --dir takes through the store's group-commit pattern at durability power,
+        without a store: per batch, --batch payloads of --size bytes (B, KiB, MiB suffixes) each one
+        pwrite appended to a payload file, fdatasync, then one 4 KiB page to a second file and
+        fdatasync (the payload segment, then the WAL commit of the batch's rows). The payload file
+        starts anew every 16 MiB (its directory fsynced with the next batch), as the store's segment
+        files do; the second one is written round a 4 MiB ring, as SQLite reuses its WAL. Prints
+        payload MB/s, payloads/s and fdatasyncs/s (two per batch). Its files, private, are removed.
         """),
     BenchCommand(name: "idle", synopsis: """
         [--seconds 120] [--settle 5] [--heartbeat-min 15] [--heartbeat-max 300]

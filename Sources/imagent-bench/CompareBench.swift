@@ -21,6 +21,12 @@ struct CompareBenchOptions: Sendable {
     /// Who answers the MQTT row (`--mqtt-backend`): the bench, as for the direct MQTT client, or the Python example.
     var mqttBackend = MQTTUpstream.Backend.bench
     var timeLimitSeconds = 1_800
+    /// At `power`, how long each disk probe runs (`--probe-seconds`).
+    var probeSeconds = 2.0
+    /// The probe's payloads per batch (`--probe-batch`); nil for the daemon's own payloads per commit over
+    /// the one-way run, or `defaultProbeBatch` if METRICS does not give them.
+    var probeBatch: Int?
+    static let defaultProbeBatch = 16
 }
 
 /// A path of `compare`, as `--rows` names it.
@@ -68,9 +74,17 @@ func runCompareBench(_ options: CompareBenchOptions) async -> Int32 {
               + "request/response pairs per session, one at a time per session.")
         print("")
         print("CPU µs/msg: user + sys time of imagentd (of both brokers for mosquitto) per message, over that run alone.")
+        print(diskColumnMethod(of: "imagentd (both brokers for mosquitto; the upstream one for the direct MQTT client)"))
+        if options.durability == "power" {
+            print("disk probe (at power, after each imagentd row): in that imagentd's store directory, for \(format(options.probeSeconds, decimals: 1)) s, "
+                  + "batches of that payload size, each payload one pwrite to a payload file, fdatasync, then 4 KiB to a second "
+                  + "file and fdatasync (segment, then WAL commit); batch: \(options.probeBatch.map { "\($0) (--probe-batch)" } ?? "imagentd's payloads per store commit over the one-way run (METRICS)"). "
+                  + "imagentd ÷ disk probe: its one-way payload bytes/s over the probe's.")
+        }
         print("")
-        print("| payload | sessions | path | one-way msg/s | round-trip msg/s | p50 ms | p99 ms | CPU µs/msg one-way | CPU µs/msg round trip |")
-        print("|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+        print("| payload | sessions | path | one-way msg/s | round-trip msg/s | p50 ms | p99 ms | CPU µs/msg one-way | CPU µs/msg round trip "
+              + "| disk B/payload B one-way | disk B/payload B round trip |")
+        print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         let (host, port, socket) = (server.host, server.port, daemon.socketPath)
         var failedRows = 0
         var summary = CompareSummary(baselineBridge: options.tunings[0].rawValue)
@@ -82,34 +96,59 @@ func runCompareBench(_ options: CompareBenchOptions) async -> Int32 {
                     print("| \(label) | \(sessions) | \(path) | \(grouped(Int(figures.oneWay))) | \(grouped(Int(figures.roundTrip))) "
                           + "| \(format(figures.p50, decimals: 3)) | \(format(figures.p99, decimals: 3)) "
                           + "| \(figures.oneWayCPU == nil ? "" : microseconds(figures.oneWayCPU)) "
-                          + "| \(figures.roundTripCPU == nil ? "" : microseconds(figures.roundTripCPU)) |")
+                          + "| \(figures.roundTripCPU == nil ? "" : microseconds(figures.roundTripCPU)) "
+                          + "| \(figures.oneWayDisk.map { format($0, decimals: 2) } ?? "") | \(figures.roundTripDisk.map { format($0, decimals: 2) } ?? "") |")
                 }
                 func ratio(_ name: String, _ a: Figures, _ b: Figures) {
                     print("| \(label) | \(sessions) | \(name) | \(format(a.oneWay / b.oneWay, decimals: 2))× "
                           + "| \(format(a.roundTrip / b.roundTrip, decimals: 2))× | \(format(a.p50 / b.p50, decimals: 2))× "
-                          + "| \(format(a.p99 / b.p99, decimals: 2))× | | |")
+                          + "| \(format(a.p99 / b.p99, decimals: 2))× | | | | |")
                 }
                 let shape = Shape(sessions: sessions, messages: options.messages, requests: options.requests, window: options.window)
                 /// One path's row; a path that fails prints a FAILED row and the run goes on.
-                func measured(_ path: String, _ summaryPath: CompareSummary.Path, cpuOf pids: [Int32] = [],
+                func measured(_ path: String, _ summaryPath: CompareSummary.Path, cpuOf pids: [Int32] = [], commitsOf socket: String? = nil,
                               _ run: @escaping @Sendable (Completion, Int, Int) async throws -> RunResult) async -> Figures? {
                     do {
                         let figures = try await withDeadline(600, "\(label) × \(sessions) through \(path)") {
-                            try await shape.figures(cpuOf: pids, run)
+                            try await shape.figures(size: size, cpuOf: pids, commitsOf: socket, run)
                         }
                         row(path, figures)
-                        summary.record(payload, summaryPath, .init(oneWay: figures.oneWay, p50: figures.p50, oneWayCPU: figures.oneWayCPU))
+                        summary.record(payload, summaryPath, .init(oneWay: figures.oneWay, p50: figures.p50, oneWayCPU: figures.oneWayCPU,
+                                                                   oneWayDisk: figures.oneWayDisk))
                         return figures
                     } catch {
-                        print("| \(label) | \(sessions) | \(path) | FAILED: \(error) | | | | | |")
+                        print("| \(label) | \(sessions) | \(path) | FAILED: \(error) | | | | | | | |")
                         failedRows += 1
                         return nil
                     }
                 }
+                /// At `power`, the disk probe beside `daemon`'s store after its row, and the row's one-way payload
+                /// bytes/s over the probe's, printed and kept for the summary.
+                func probe(_ name: String, _ summaryPath: CompareSummary.Path, _ figures: Figures?, beside daemon: DaemonProcess) {
+                    guard options.durability == "power", let figures else { return }
+                    let observed = figures.oneWayPayloadsPerCommit.map { max(1, Int($0.rounded())) }
+                    let batch = options.probeBatch ?? observed ?? CompareBenchOptions.defaultProbeBatch
+                    let source = options.probeBatch != nil ? "--probe-batch"
+                        : figures.oneWayPayloadsPerCommit.map { "\(name)'s \(format($0, decimals: 1)) payloads per commit one way" }
+                        ?? "the default; METRICS gave no commits"
+                    let path = "disk probe beside \(name)'s store (batch: \(source))"
+                    do {
+                        let result = try DiskProbe(size: size, batch: batch, seconds: options.probeSeconds, directory: daemon.directory).run()
+                        print("| \(label) | \(sessions) | \(path): \(result.summary) | \(grouped(Int(result.payloadsPerSecond))) | | | | | | | |")
+                        let ratio = result.ratio(ofPayloadBytesPerSecond: figures.oneWay * Double(size))
+                        print("| \(label) | \(sessions) | \(name) ÷ disk probe, payload bytes/s | \(ratioLabel(ratio)) | | | | | | | |")
+                        summary.recordProbe(payload, summaryPath, ratio: ratio)
+                    } catch {
+                        print("| \(label) | \(sessions) | \(path) | FAILED: \(error) | | | | | | | |")
+                        failedRows += 1
+                    }
+                }
                 let rows = options.rows
-                let imagent = !rows.contains(.imagentd) ? nil : await measured("imagentd", .imagentd, cpuOf: [daemon.pid]) { completion, count, window in
+                let imagent = !rows.contains(.imagentd) ? nil : await measured("imagentd", .imagentd, cpuOf: [daemon.pid],
+                                                                               commitsOf: socket) { completion, count, window in
                     try await runThroughDaemon(socketPath: socket, completion: completion, size: size, count: count, window: window)
                 }
+                probe("imagentd", .imagentd, imagent, beside: daemon)
                 var brokers: [(MosquittoBridge.Tuning, Figures)] = []
                 for (tuning, bridge) in bridges where rows.contains(.bridge) {
                     let (local, upstream) = (bridge.localPort, bridge.upstreamPort)
@@ -121,9 +160,11 @@ func runCompareBench(_ options: CompareBenchOptions) async -> Int32 {
                 var overMQTT: (MosquittoBridge.Tuning, Figures)?
                 if let (tuning, upstream) = mqtt, rows.contains(.mqtt) {
                     let mqttSocket = upstream.daemon.socketPath
-                    let figures = await measured("imagentd over MQTT (mosquitto \(tuning.rawValue) upstream)", .mqtt, cpuOf: upstream.pids) { completion, count, window in
+                    let figures = await measured("imagentd over MQTT (mosquitto \(tuning.rawValue) upstream)", .mqtt, cpuOf: upstream.pids,
+                                                 commitsOf: mqttSocket) { completion, count, window in
                         try await runThroughDaemon(socketPath: mqttSocket, completion: completion, size: size, count: count, window: window)
                     }
+                    probe("imagentd over MQTT", .mqtt, figures, beside: upstream.daemon)
                     overMQTT = figures.map { (tuning, $0) }
                 }
                 // The baseline of the MQTT row's latency target: one client publishing at QoS 1 straight to
@@ -148,7 +189,7 @@ func runCompareBench(_ options: CompareBenchOptions) async -> Int32 {
                 if let (_, figures) = overMQTT, let directMQTT {
                     ratio("imagentd over MQTT ÷ direct MQTT client", figures, directMQTT)
                     print("| \(label) | \(sessions) | imagentd over MQTT − direct MQTT client (ms) | | "
-                          + "| \(format(figures.p50 - directMQTT.p50, decimals: 3)) | \(format(figures.p99 - directMQTT.p99, decimals: 3)) | | |")
+                          + "| \(format(figures.p50 - directMQTT.p50, decimals: 3)) | \(format(figures.p99 - directMQTT.p99, decimals: 3)) | | | | |")
                 }
                 guard let imagent else { continue }
                 for (tuning, figures) in brokers { ratio("imagentd ÷ mosquitto \(tuning.rawValue)", imagent, figures) }
@@ -188,12 +229,13 @@ private struct Shape: Sendable {
     var requests: Int
     var window: Int
 
-    func figures(cpuOf pids: [Int32], _ run: @escaping @Sendable (Completion, Int, Int) async throws -> RunResult) async throws -> Figures {
+    func figures(size: Int, cpuOf pids: [Int32], commitsOf socket: String?,
+                 _ run: @escaping @Sendable (Completion, Int, Int) async throws -> RunResult) async throws -> Figures {
         let (sessions, perSession) = (self.sessions, max(1, messages / sessions))
         let perSessionWindow = max(1, window / sessions)
         let requestsPerSession = max(1, requests / sessions)
         return try await Figures(count: perSession * sessions, requests: requestsPerSession * sessions, window: window,
-                                 cpuOf: pids) { completion, _, window in
+                                 size: size, cpuOf: pids, commitsOf: socket) { completion, _, window in
             let (count, windowShare) = window == 1 ? (requestsPerSession, 1) : (perSession, perSessionWindow)
             return try await withThrowingTaskGroup(of: RunResult.self) { group in
                 for _ in 0..<sessions { group.addTask { try await run(completion, count, windowShare) } }

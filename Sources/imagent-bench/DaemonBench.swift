@@ -90,6 +90,7 @@ func runDaemonBench(_ options: DaemonBenchOptions) async -> Int32 {
               "both with at most \(options.window) messages not yet done. Latency: \(grouped(options.requests)) " +
               "messages to `echo`, one at a time, send to echo. Echoes acknowledged every \(ackEvery). " +
               "CPU µs/msg: user + sys of imagentd (/proc/PID/stat) over that run ÷ its messages.")
+        print(diskColumnMethod(of: "imagentd"))
     }
     if let path = options.samplesCSV {
         do { try writeFile(path, "durability,path,payload_bytes,latency_ms\n") } catch {
@@ -147,26 +148,28 @@ private func benchDaemon(durability: String, server: RefServer, token: String, o
         print("")
         print("store directory holds: " + (store.isEmpty ? "no database file (the daemon keeps sessions in memory)" : store.joined(separator: ", ")))
         print("")
-        print("| payload | path | one-way msg/s | round-trip msg/s | p50 ms | p99 ms | CPU µs/msg one-way | CPU µs/msg round trip |")
-        print("|---:|---|---:|---:|---:|---:|---:|---:|")
+        print("| payload | path | one-way msg/s | round-trip msg/s | p50 ms | p99 ms | CPU µs/msg one-way | CPU µs/msg round trip "
+              + "| disk B/payload B one-way | disk B/payload B round trip |")
+        print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for size in options.sizes {
             let (messages, requests, window) = (options.messages, options.requests, options.window)
             let viaDaemon = try await withDeadline(300, "\(size) B through imagentd") {
-                try await Figures(count: messages, requests: requests, window: window, cpuOf: [pid]) { completion, count, window in
+                try await Figures(count: messages, requests: requests, window: window, size: size, cpuOf: [pid]) { completion, count, window in
                     try await runThroughDaemon(socketPath: socket, completion: completion, size: size, count: count, window: window)
                 }
             }
             let direct = try await withDeadline(300, "\(size) B direct") {
-                try await Figures(count: messages, requests: requests, window: window) { completion, count, window in
+                try await Figures(count: messages, requests: requests, window: window, size: size) { completion, count, window in
                     try await runDirect(host: host, port: port, token: token, completion: completion, size: size,
                                         count: count, window: window)
                 }
             }
             let (a, b) = (viaDaemon, direct)
             let label = size % 1024 == 0 ? "\(size / 1024) KiB" : "\(size) B"
-            print("| \(label) | imagentd | \(grouped(Int(a.oneWay))) | \(grouped(Int(a.roundTrip))) | \(format(a.p50, decimals: 3)) | \(format(a.p99, decimals: 3)) | \(microseconds(a.oneWayCPU)) | \(microseconds(a.roundTripCPU)) |")
-            print("| \(label) | direct TCP | \(grouped(Int(b.oneWay))) | \(grouped(Int(b.roundTrip))) | \(format(b.p50, decimals: 3)) | \(format(b.p99, decimals: 3)) | | |")
-            print("| \(label) | imagentd ÷ direct | \(format(a.oneWay / b.oneWay, decimals: 2))× | \(format(a.roundTrip / b.roundTrip, decimals: 2))× | \(format(a.p50 / b.p50, decimals: 1))× | \(format(a.p99 / b.p99, decimals: 1))× | | |")
+            print("| \(label) | imagentd | \(grouped(Int(a.oneWay))) | \(grouped(Int(a.roundTrip))) | \(format(a.p50, decimals: 3)) | \(format(a.p99, decimals: 3)) | \(microseconds(a.oneWayCPU)) | \(microseconds(a.roundTripCPU)) "
+                  + "| \(perPayloadByte(a.oneWayDisk)) | \(perPayloadByte(a.roundTripDisk)) |")
+            print("| \(label) | direct TCP | \(grouped(Int(b.oneWay))) | \(grouped(Int(b.roundTrip))) | \(format(b.p50, decimals: 3)) | \(format(b.p99, decimals: 3)) | | | | |")
+            print("| \(label) | imagentd ÷ direct | \(format(a.oneWay / b.oneWay, decimals: 2))× | \(format(a.roundTrip / b.roundTrip, decimals: 2))× | \(format(a.p50 / b.p50, decimals: 1))× | \(format(a.p99 / b.p99, decimals: 1))× | | | | |")
             if let path = options.samplesCSV {
                 appendSamples(path, durability: durability, path: "imagentd", size: size, a.latencies)
                 appendSamples(path, durability: durability, path: "direct TCP", size: size, b.latencies)
@@ -204,16 +207,33 @@ struct Figures: Sendable {
     /// round-trip run alone; nil when no process was measured (direct TCP).
     var oneWayCPU: Double?
     var roundTripCPU: Double?
+    /// Bytes the measured processes wrote to disk (`write_bytes` of /proc/PID/io) per payload byte, over
+    /// each run alone: one way counts each payload once (up), round trip twice (up and its echo down).
+    var oneWayDisk: Double?
+    var roundTripDisk: Double?
+    /// Payloads imagentd accepted per store commit over the one-way run (METRICS); nil unless asked for.
+    var oneWayPayloadsPerCommit: Double?
 
-    /// `run(completion, count, window)` is one run on the path being measured; `cpuOf` are the
-    /// processes whose CPU time the path costs (imagentd; the brokers).
-    init(count: Int, requests: Int, window: Int, cpuOf pids: [Int32] = [],
+    /// `run(completion, count, window)` is one run on the path being measured with payloads of `size`
+    /// bytes; `cpuOf` are the processes whose CPU time and disk writes the path costs (imagentd; the
+    /// brokers); `commitsOf`, an imagentd's socket whose store commits to count over the one-way run.
+    init(count: Int, requests: Int, window: Int, size: Int, cpuOf pids: [Int32] = [], commitsOf socket: String? = nil,
          _ run: (Completion, Int, Int) async throws -> RunResult) async throws {
-        let (sink, sinkCPU) = try await cpuPerMessage(of: pids, messages: count) { try await run(.sink, count, window) }
-        let (echo, echoCPU) = try await cpuPerMessage(of: pids, messages: count) { try await run(.echo, count, window) }
+        var commitsBefore: StoreCommits?
+        if let socket { commitsBefore = await StoreCommits.read(socketPath: socket) }
+        let (sink, sinkCost) = try await measureCost(of: pids, messages: count, payloadBytes: count * size) {
+            try await run(.sink, count, window)
+        }
+        if let socket, let commitsBefore, let after = await StoreCommits.read(socketPath: socket) {
+            oneWayPayloadsPerCommit = after.payloadsPerCommit(since: commitsBefore)
+        }
+        let (echo, echoCost) = try await measureCost(of: pids, messages: count, payloadBytes: 2 * count * size) {
+            try await run(.echo, count, window)
+        }
         oneWay = Double(count) / sink.elapsed.seconds
         roundTrip = Double(count) / echo.elapsed.seconds
-        (oneWayCPU, roundTripCPU) = (sinkCPU, echoCPU)
+        (oneWayCPU, roundTripCPU) = (sinkCost.cpuPerMessage, echoCost.cpuPerMessage)
+        (oneWayDisk, roundTripDisk) = (sinkCost.diskBytesPerPayloadByte, echoCost.diskBytesPerPayloadByte)
         let sorted = (try await run(.echo, requests, 1)).latencies.sorted()
         p50 = sorted[sorted.count / 2].seconds * 1000
         p99 = sorted[min(sorted.count - 1, sorted.count * 99 / 100)].seconds * 1000
@@ -234,6 +254,9 @@ extension Duration {
 
 /// CPU µs per message for a table cell: "?" when it could not be read.
 func microseconds(_ value: Double?) -> String { value.map { format($0, decimals: 1) } ?? "?" }
+
+/// Disk bytes per payload byte for a table cell: "?" when /proc/PID/io could not be read.
+func perPayloadByte(_ value: Double?) -> String { value.map { format($0, decimals: 2) } ?? "?" }
 
 func mib(_ kib: Int) -> String { kib < 0 ? "?" : "\(format(Double(kib) / 1024, decimals: 1)) MiB" }
 

@@ -31,12 +31,6 @@ func cpuMicroseconds(of pid: Int32) -> Double? {
 
 /// Microseconds of CPU per message that `pids` spent together while `body` ran, and `body`'s result.
 func cpuPerMessage<T>(of pids: [Int32], messages: Int, _ body: () async throws -> T) async rethrows -> (T, Double?) {
-    let before = pids.map { cpuMicroseconds(of: $0) }
-    let result = try await body()
-    var total = 0.0
-    for (pid, start) in zip(pids, before) {
-        guard let start, let end = cpuMicroseconds(of: pid) else { return (result, nil) }
-        total += end - start
-    }
-    return (result, pids.isEmpty || messages <= 0 ? nil : total / Double(messages))
+    let (result, cost) = try await measureCost(of: pids, messages: messages, payloadBytes: 0, body)
+    return (result, cost.cpuPerMessage)
 }

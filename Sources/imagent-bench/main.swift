@@ -80,6 +80,8 @@ case "compare":
     if let value = option("--sizes") { options.sizes = integers(value) ?? [] }
     if let value = option("--sessions") { options.sessionCounts = integers(value) ?? [] }
     if let value = option("--durability") { options.durability = value }
+    if let value = option("--probe-seconds") { options.probeSeconds = Double(value) ?? 0 }
+    if let value = option("--probe-batch") { options.probeBatch = Int(value) ?? 0 }
     if let value = option("--rows") {
         let rows = value.split(separator: ",").map { CompareRow(rawValue: String($0)) }
         options.rows = rows.contains(nil) ? [] : Set(rows.compactMap { $0 })
@@ -98,12 +100,23 @@ case "compare":
     guard options.messages > 0, options.requests > 0, options.window > 0, options.timeLimitSeconds > 0,
           !options.rows.isEmpty, !options.tunings.isEmpty, !options.sizes.isEmpty, options.sizes.allSatisfy({ $0 > 0 }),
           !options.sessionCounts.isEmpty, options.sessionCounts.allSatisfy({ $0 > 0 }),
-          options.durability == "process" || options.durability == "power"
+          options.durability == "process" || options.durability == "power", options.probeSeconds > 0, options.probeBatch ?? 1 > 0
     else {
         print(usage)
         exit(2)
     }
     exit(await runCompareBench(options))
+case "diskprobe":
+    var probe = DiskProbe(size: 65_536, batch: CompareBenchOptions.defaultProbeBatch, seconds: 3, directory: ".")
+    if let value = option("--size") { probe.size = byteCount(value) ?? 0 }
+    if let value = option("--batch") { probe.batch = Int(value) ?? 0 }
+    if let value = option("--seconds") { probe.seconds = Double(value) ?? 0 }
+    if let value = option("--dir") { probe.directory = value }
+    guard probe.size > 0, probe.batch > 0, probe.seconds > 0 else {
+        print(usage)
+        exit(2)
+    }
+    exit(runDiskProbe(probe))
 case "idle":
     var options = IdleOptions()
     if let value = option("--seconds") { options.seconds = Int(value) ?? 0 }

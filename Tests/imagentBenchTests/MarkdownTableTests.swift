@@ -59,17 +59,20 @@ import Testing
                                           Double.random(in: 10_000...190_000, using: &generator))
         let (p50, cpu) = (Double.random(in: 0.1...2, using: &generator), Double.random(in: 1...400, using: &generator))
         var summary = CompareSummary(baselineBridge: "as shipped")
-        summary.record(sizeLabel(1024), .imagentd, .init(oneWay: imagentd, p50: p50, oneWayCPU: cpu))
-        summary.record(sizeLabel(1024), .bridge("as shipped"), .init(oneWay: bridge, p50: 40, oneWayCPU: nil))
+        let (disk, probe) = (Double.random(in: 1...3, using: &generator), Double.random(in: 0.1...1.5, using: &generator))
+        summary.record(sizeLabel(1024), .imagentd, .init(oneWay: imagentd, p50: p50, oneWayCPU: cpu, oneWayDisk: disk))
+        summary.recordProbe(sizeLabel(1024), .imagentd, ratio: probe)
+        summary.record(sizeLabel(1024), .bridge("as shipped"), .init(oneWay: bridge, p50: 40, oneWayCPU: nil, oneWayDisk: 0.004))
         summary.record(sizeLabel(1024), .directTCP, .init(oneWay: direct, p50: 0.1, oneWayCPU: nil))
         let lines = (summary.imlinkTable?.text ?? "").split(separator: "\n").map(String.init)
         #expect(lines.count == 3)
         #expect(lines.first == "| size | imagentd one way msg/s | ÷ bridge as shipped | ÷ direct TCP | imagentd CPU µs/msg "
-            + "| round-trip p50 ms | bridge as shipped msg/s | direct TCP msg/s |")
-        #expect(lines.dropFirst().first == "|---:|---:|---:|---:|---:|---:|---:|---:|")
+            + "| imagentd disk B/payload B | ÷ disk probe | round-trip p50 ms | bridge as shipped msg/s | bridge disk B/payload B "
+            + "| direct TCP msg/s |")
+        #expect(lines.dropFirst().first == "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         #expect(lines.last == "| 1 KiB | \(grouped(Int(imagentd))) | \(format(imagentd / bridge, decimals: 2))× "
-            + "| \(format(imagentd / direct, decimals: 2))× | \(format(cpu, decimals: 1)) | \(format(p50, decimals: 3)) "
-            + "| \(grouped(Int(bridge))) | \(grouped(Int(direct))) |")
+            + "| \(format(imagentd / direct, decimals: 2))× | \(format(cpu, decimals: 1)) | \(format(disk, decimals: 2)) "
+            + "| \(format(probe, decimals: 2))× | \(format(p50, decimals: 3)) | \(grouped(Int(bridge))) | 0.00 | \(grouped(Int(direct))) |")
         #expect(summary.mqttTable == nil, "no MQTT table without the MQTT row")
         let document = try Self.benchmarksLines()
         #expect(document.contains(lines[0]) && document.contains(lines[1]), "BENCHMARKS.md's compare table has this header")
@@ -79,7 +82,8 @@ import Testing
         var summary = CompareSummary(baselineBridge: "as shipped")
         for (size, scale) in [(64, 1.0), (1024, 0.8)] {
             summary.record(sizeLabel(size), .bridge("as shipped"), .init(oneWay: 31_831 * scale, p50: 44.1, oneWayCPU: nil))
-            summary.record(sizeLabel(size), .mqtt, .init(oneWay: 26_858 * scale * scale, p50: 44.0 + scale, oneWayCPU: 30))
+            summary.record(sizeLabel(size), .mqtt, .init(oneWay: 26_858 * scale * scale, p50: 44.0 + scale, oneWayCPU: 30,
+                                                         oneWayDisk: 2.5 * scale))
             summary.record(sizeLabel(size), .directMQTT, .init(oneWay: 39_098, p50: 44.0, oneWayCPU: nil))
         }
         let lines = (summary.mqttTable?.text ?? "").split(separator: "\n").map(String.init)
@@ -89,6 +93,9 @@ import Testing
         #expect(lines.contains("| imagentd over MQTT | one way msg/s (÷ bridge) | \(grouped(26_858)) (\(ratios[0])×) "
             + "| \(grouped(Int(26_858 * 0.8 * 0.8))) (\(ratios[1])×) |"))
         #expect(lines.contains("| imagentd over MQTT | round-trip p50 ms (− direct MQTT client) | 45.000 (+1.000) | 44.800 (+0.800) |"))
+        #expect(lines.contains("| imagentd over MQTT | disk B/payload B one way | 2.50 | 2.00 |"))
+        #expect(!lines.contains { $0.hasPrefix("| mosquitto bridge, as shipped | disk") }, "not measured, no row")
+        #expect(!lines.contains { $0.contains("disk probe") }, "no probe (durability process)")
         #expect(summary.imlinkTable == nil, "no IMLink table without the imagentd row")
         let document = try Self.benchmarksLines()
         #expect(document.contains(lines[0]) && document.contains(lines[1]), "BENCHMARKS.md's MQTT table has this header")

@@ -50,11 +50,13 @@ let benchCommands: [BenchCommand] = [
         """, flags: ["--scaling"], summary: """
         imagentd (the release build beside this binary, a child process) against direct TCP to an
         in-process reference server: one-way and round-trip msg/s, p50/p99 latency one at a time, and
-        imagentd's CPU (user + sys from /proc/PID/stat) in µs per message over each run; RSS idle, with
-        --sessions echo sessions open, and after the runs.
-        --scaling: instead, one-way msg/s and CPU µs/msg over each count of --counts messages in turn
-        (default 10,000, 100,000 and 1,000,000; --sizes defaults to 1024 here), both paths, and the
-        ratio of the last count's rate to the first's: whether throughput decays with run length.
+        imagentd's CPU (user + sys from /proc/PID/stat) in µs per message over each run, and the bytes it
+        wrote to disk per payload byte (write_bytes of /proc/PID/io; see `compare --help` for what the
+        kernel counts); RSS idle, with --sessions echo sessions open, and after the runs.
+        --scaling: instead, one-way msg/s, CPU µs/msg and disk B/payload B over each count of --counts
+        messages in turn (default 10,000, 100,000 and 1,000,000; --sizes defaults to 1024 here), both
+        paths, and the ratio of the last count's rate to the first's: whether throughput decays with
+        run length.
         """),
     BenchCommand(name: "compare", synopsis: """
         [--messages 20000] [--requests 1000] [--sizes 64,1024,65536] [--sessions 1,100]

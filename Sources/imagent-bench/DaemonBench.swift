@@ -84,6 +84,7 @@ func runDaemonBench(_ options: DaemonBenchOptions) async -> Int32 {
         print("one-way runs of \(options.scalingCounts.map(grouped).joined(separator: ", ")) messages to `sink` on each path, "
               + "each done at the server's ACK of its last, at most \(options.window) not yet acknowledged; "
               + "CPU µs/msg: user + sys of imagentd (/proc/PID/stat) over that run ÷ its messages.")
+        print(diskColumnMethod(of: "imagentd"))
     } else {
         print("one-way: \(grouped(options.messages)) messages to `sink`, done at the server's ACK of the last; " +
               "round trip: \(grouped(options.messages)) messages to `echo`, done at the last echo; " +

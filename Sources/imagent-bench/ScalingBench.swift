@@ -21,8 +21,9 @@ func benchScaling(durability: String, server: RefServer, options: DaemonBenchOpt
         print("")
         print("### durability = \"\(durability)\", one-way (`sink`) runs of growing length, window \(window)")
         print("")
-        print("| payload | messages | imagentd msg/s | imagentd CPU µs/msg | direct TCP msg/s | imagentd ÷ direct | imagentd VmRSS after |")
-        print("|---:|---:|---:|---:|---:|---:|---:|")
+        print("| payload | messages | imagentd msg/s | imagentd CPU µs/msg | imagentd disk B/payload B | direct TCP msg/s "
+              + "| imagentd ÷ direct | imagentd VmRSS after |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|")
         var decay: [String] = []
         for size in options.sizes {
             let label = size % 1024 == 0 ? "\(size / 1024) KiB" : "\(size) B"
@@ -30,7 +31,7 @@ func benchScaling(durability: String, server: RefServer, options: DaemonBenchOpt
             for count in options.scalingCounts {
                 // Generous: a debug daemon may manage a few thousand messages per second.
                 let limit = 120 + count / 500
-                let (viaDaemon, cpu) = try await cpuPerMessage(of: [pid], messages: count) {
+                let (viaDaemon, cost) = try await measureCost(of: [pid], messages: count, payloadBytes: count * size) {
                     try await withDeadline(limit, "\(grouped(count)) × \(label) through imagentd") {
                         try await runThroughDaemon(socketPath: socket, completion: .sink, size: size, count: count, window: window)
                     }
@@ -42,7 +43,8 @@ func benchScaling(durability: String, server: RefServer, options: DaemonBenchOpt
                 }
                 let rate = (Double(count) / viaDaemon.elapsed.seconds, Double(count) / direct.elapsed.seconds)
                 rates.append(rate)
-                print("| \(label) | \(grouped(count)) | \(grouped(Int(rate.0))) | \(microseconds(cpu)) | \(grouped(Int(rate.1))) "
+                print("| \(label) | \(grouped(count)) | \(grouped(Int(rate.0))) | \(microseconds(cost.cpuPerMessage)) | \(perPayloadByte(cost.diskBytesPerPayloadByte)) "
+                      + "| \(grouped(Int(rate.1))) "
                       + "| \(format(rate.0 / rate.1, decimals: 2))× | \(mib(rss)) |")
             }
             if let first = rates.first, let last = rates.last, rates.count > 1 {

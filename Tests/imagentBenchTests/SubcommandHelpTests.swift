@@ -28,7 +28,7 @@ struct SubcommandHelpTests {
         let binary = try Self.binaryPath()
         let names = try await Self.subcommands(binary)
         // The ones there are today; new ones are covered as the top-level help lists them.
-        for expected in ["codec", "daemon", "compare", "idle", "connections", "ready", "recovery", "queue", "soak", "store", "clients"] {
+        for expected in ["codec", "daemon", "compare", "idle", "connections", "ready", "recovery", "queue", "soak", "store", "clients", "diskprobe"] {
             #expect(names.contains(expected), "the top-level help lists \(expected)")
         }
         // A run sets up in TMPDIR (stores, daemons, brokers): help must leave it empty. (Wall time

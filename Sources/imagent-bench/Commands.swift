@@ -154,4 +154,4 @@ let benchCommands: [BenchCommand] = [
 /// Every subcommand's usage line.
 let usage = benchCommands.map(\.usage).joined(separator: "\n")
     + "\n\nimagent-bench SUBCOMMAND --help explains one; BENCHMARKS.md has the results. --markdown (any subcommand"
-    + "\nbut daemon and soak): at the end, the table BENCHMARKS.md shows, under a line with the date, commit and command."
+    + "\nbut daemon, soak and diskprobe): at the end, the table BENCHMARKS.md shows, under a line with the date, commit and command."

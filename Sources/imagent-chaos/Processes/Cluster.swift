@@ -32,18 +32,22 @@ final class Cluster: @unchecked Sendable {
     var directory: String { processes.directory }
     var socketPath: String { processes.socketPath }
 
+    /// The daemon's token: the reference server's and ejabberd's password for it.
+    static let token = "chaos-token"
+
     init(directory: String, topology: Topology, serverOnLoopback: Bool = false, packagedDefaults: Bool = false,
-         upstream: Upstream = .imlink) throws {
+         upstream: Upstream = .imlink, broker: MQTTBroker = .mosquitto) throws {
         self.topology = topology
         self.packagedDefaults = packagedDefaults
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        processes = try ServerAndDaemon(directory: directory, token: "chaos-token",
+        processes = try ServerAndDaemon(directory: directory, token: Self.token,
                                         serverHost: serverOnLoopback ? "127.0.0.1" : topology.serverAddress,
                                         serverNamespace: serverOnLoopback ? topology.agentNamespace : topology.serverNamespace,
                                         spawner: Children.shared.spawner)
         mqtt = upstream == .mqtt
             ? try MQTTUpstream(directory: directory, host: serverOnLoopback ? "127.0.0.1" : topology.serverAddress,
-                               namespace: serverOnLoopback ? topology.agentNamespace : topology.serverNamespace)
+                               namespace: serverOnLoopback ? topology.agentNamespace : topology.serverNamespace,
+                               broker: broker, password: Self.token)
             : nil
     }
 
@@ -56,7 +60,7 @@ final class Cluster: @unchecked Sendable {
     }
 
     /// `kill -9` the server (it commits before it acknowledges, so nothing acknowledged is lost);
-    /// the broker gets SIGTERM instead (see `MQTTUpstream`).
+    /// mosquitto gets SIGTERM instead (see `MQTTUpstream`).
     func killServer() async {
         if let mqtt { return await mqtt.stopBroker() }
         if let server = processes.server { await Children.shared.kill9(server.process) }
@@ -99,6 +103,7 @@ final class Cluster: @unchecked Sendable {
             config.serverExtra = "protocol = \"mqtt\""
             // The broker keeps the daemon's session (and the QoS 1 messages for it) over every outage of the run.
             config.extra = "[mqtt]\nsession_expiry_seconds = 3600"
+            if mqtt?.kind == .ejabberd { config.extra += "\nusername = \"\(MQTTUpstream.ejabberdUser)\"" }
         }
         try config.write(to: path)
         try FileManager.default.createDirectory(atPath: directory + "/store", withIntermediateDirectories: true)

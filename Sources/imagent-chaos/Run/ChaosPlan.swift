@@ -15,6 +15,8 @@ enum Fault: Sendable {
     case delay(DelayRange, seconds: Double)
     /// `kill -9` the reference server, start it again on the same port and `--state`.
     case serverKill
+    /// `kill -9` the MQTT echo backend, start it again on the same client id (its session stays at the broker).
+    case backendKill
     /// `kill -9` the daemon, start it again on the same store.
     case daemonKill
     /// `kill -9` a loadgen, start it again on its state file (a client detaching and attaching abruptly).
@@ -29,6 +31,7 @@ enum Fault: Sendable {
         case .thinPipe(let rate, _): "thin pipe (tbf \(rate) kbit/s)"
         case .delay(let range, _): "delay \(range.minMS)–\(range.maxMS) ms each way (proxy)"
         case .serverKill: "refserver kill -9 + restart"
+        case .backendKill: "echo backend kill -9 + restart"
         case .daemonKill: "imagentd kill -9 + restart"
         case .clientKill: "loadgen kill -9 + restart"
         }
@@ -59,6 +62,32 @@ struct ChaosPlan: Sendable {
             schedule: standardSchedule(scale: 1),
             repeatUntilMessages: nil,
             timeLimitSeconds: timeLimitSeconds ?? 600)
+    }
+
+    /// The short mode against ejabberd, about a minute: one unacknowledged message at a time each
+    /// way makes the broker slower than the daemon, so the load is smaller and the timed faults
+    /// shorter (the partition still outlasts a silent link's detection); ejabberd's in-memory
+    /// sessions make its own restart lossy, so the server-side fault is the echo backend's.
+    static func shortEjabberd(seed: UInt64, timeLimitSeconds: Double?) -> ChaosPlan {
+        ChaosPlan(
+            mode: .short, seed: seed,
+            fleet: LoadFleet.Shape(slots: 2, sessions: 3, messagesPerSession: 200, window: 8, reattachSeconds: 10,
+                                   deadlineSeconds: 120, messageTarget: .max),
+            schedule: [
+                .clean(seconds: 3),
+                .loss(percent: 30, seconds: 6),
+                .loss(percent: 50, seconds: 6),
+                .partition(seconds: 12),
+                .flaps(count: 2, downSeconds: 2),
+                .thinPipe(rateKbit: 128, seconds: 5),
+                .backendKill,
+                .daemonKill,
+                .delay(DelayRange(minMS: 200, maxMS: 800), seconds: 6),
+                .clientKill,
+                .clean(seconds: 2),
+            ],
+            repeatUntilMessages: nil,
+            timeLimitSeconds: timeLimitSeconds ?? 300)
     }
 
     /// At least `messages` each way (default 1,000,000): the schedule repeats until they are all started.

@@ -9,6 +9,7 @@ struct ChaosRun {
     let plan: ChaosPlan
     let keepDirectory: Bool
     var upstream: Upstream = .imlink
+    var broker: MQTTBroker = .mosquitto
 
     func run() async throws -> ChaosReport {
         let started = Date()
@@ -21,13 +22,13 @@ struct ChaosRun {
         let topology = Topology()
         try topology.create()
         Log.line("namespaces \(topology.agentNamespace) (\(topology.agentAddress), imagentd) and "
-            + "\(topology.serverNamespace) (\(topology.serverAddress), \(upstream == .mqtt ? "mosquitto and the echo backend" : "imagent-refserver")), veth \(topology.agentLink)–\(topology.serverLink)")
+            + "\(topology.serverNamespace) (\(topology.serverAddress), \(upstream == .mqtt ? "\(broker.rawValue) and the echo backend" : "imagent-refserver")), veth \(topology.agentLink)–\(topology.serverLink)")
 
         var problems: [String] = []
         let loopback = try await firstConnectOnLoopback(directory: directory + "/loopback", topology: topology)
         if loopback == nil { problems.append("the daemon did not connect on loopback within 30 s") }
 
-        let cluster = try Cluster(directory: directory, topology: topology, upstream: upstream)
+        let cluster = try Cluster(directory: directory, topology: topology, upstream: upstream, broker: broker)
         try await cluster.startServer()
         try await cluster.startDaemon(.direct)
         let monitor = LinkMonitor(socketPath: cluster.socketPath)
@@ -88,7 +89,7 @@ struct ChaosRun {
 
     /// Daemon start → LOGIN_OK with the server on 127.0.0.1 in the daemon's own namespace, no fault.
     private func firstConnectOnLoopback(directory: String, topology: Topology) async throws -> Int64? {
-        let cluster = try Cluster(directory: directory, topology: topology, serverOnLoopback: true, upstream: upstream)
+        let cluster = try Cluster(directory: directory, topology: topology, serverOnLoopback: true, upstream: upstream, broker: broker)
         try await cluster.startServer()
         try await cluster.startDaemon(.direct)
         let monitor = LinkMonitor(socketPath: cluster.socketPath)
@@ -105,7 +106,7 @@ struct ChaosRun {
     }
 
     private func printTails(directory: String, report: ChaosReport) {
-        let server = upstream == .mqtt ? "mosquitto.log" : "refserver.log"
+        let server = upstream == .mqtt ? "\(broker.rawValue).log" : "refserver.log"
         var text = "\n== logs (tails)\n-- imagentd.log\n\(tail(directory + "/imagentd.log"))\n-- \(server)\n\(tail(directory + "/" + server))\n"
         if upstream == .mqtt { text += "-- echo.log\n\(tail(directory + "/echo.log", bytes: 1000))\n" }
         for failed in report.failedLoadgens.prefix(3) {

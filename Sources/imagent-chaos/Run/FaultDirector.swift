@@ -20,7 +20,7 @@ struct FaultDirector {
     let seed: UInt64
 
     func run(_ fault: Fault) async throws -> PhaseRecord {
-        let name = if case .serverKill = fault, cluster.mqtt != nil { "mosquitto SIGTERM + restart" } else { fault.name }
+        let name = if case .serverKill = fault, let mqtt = cluster.mqtt { "\(mqtt.name) SIGTERM + restart" } else { fault.name }
         var record = PhaseRecord(name: name, startMS: wallMS(), endMS: 0)
         Log.line("phase: \(name)")
         switch fault {
@@ -66,9 +66,13 @@ struct FaultDirector {
                 record.notes.append("the daemon did not see the server gone within 10 s")
             }
             try await cluster.startServer()
-            let back = cluster.mqtt == nil ? "refserver back (same port, --state)" : "mosquitto back (SIGTERM before; same port, persistence)"
+            let back = cluster.mqtt.map { "\($0.name) back (SIGTERM before; same port, persistence)" } ?? "refserver back (same port, --state)"
             record.recoveries.append(await Recovery.measure(back, monitor: monitor,
                                                             startMS: start, endMS: wallMS(), reconnectsBefore: before))
+        case .backendKill:
+            guard let mqtt = cluster.mqtt else { throw ChaosError("no echo backend to kill: the upstream is not MQTT") }
+            try await mqtt.killAndRestartBackend()
+            record.notes.append("echo backend kill -9, subscribed again (same client id)")
         case .daemonKill:
             record.recoveries.append(try await restartDaemon(onto: .direct, "imagentd started again (kill -9 before)"))
         case .delay(let range, let seconds):

@@ -18,7 +18,11 @@ struct RunCommand: AsyncParsableCommand {
             imagent-loadgen built beside it. With --upstream mqtt, mosquitto (persistence on) and \
             examples/mqtt-echo/echo.py run in the server's namespace instead of the reference server, the daemon \
             has protocol = "mqtt", and the server fault stops the broker with SIGTERM (mosquitto saves its \
-            persistence file only then) rather than kill -9.
+            persistence file only then) rather than kill -9. With --broker ejabberd as well, ejabberd's mod_mqtt \
+            is the broker (echo.py with a plain subscription, as ejabberd has no shared subscriptions); the short \
+            mode is then about a minute, with a smaller load and shorter faults, and the server-side fault is the \
+            echo backend's kill -9 and restart (ejabberd holds sessions in memory, so its own restart loses what \
+            it had acknowledged).
             """)
 
     @Flag(help: "The CI size: every fault once, about 2–3 minutes (default).")
@@ -41,20 +45,26 @@ struct RunCommand: AsyncParsableCommand {
     @Option(help: "What the daemon talks to: imlink (imagent-refserver) or mqtt (mosquitto and the paho echo backend).")
     var upstream: Upstream = .imlink
 
+    @Option(help: "With --upstream mqtt: mosquitto, or ejabberd (mod_mqtt; a shorter short mode).")
+    var broker: MQTTBroker = .mosquitto
+
     @Flag(help: "Keep the run directory (logs, stores, loadgen reports) instead of removing it.")
     var keep = false
 
     func validate() throws {
         guard !(short && long) else { throw ValidationError("--short or --long, not both") }
         if let messages, messages < 1 { throw ValidationError("--messages must be at least 1") }
+        guard broker == .mosquitto || upstream == .mqtt else { throw ValidationError("--broker needs --upstream mqtt") }
+        guard !(broker == .ejabberd && long) else { throw ValidationError("--broker ejabberd runs the short mode only") }
         if let timeLimit, timeLimit < 60 { throw ValidationError("--time-limit must be at least 60 s") }
     }
 
     func run() async throws {
         let plan = long ? ChaosPlan.long(messages: messages, seed: seed, timeLimitSeconds: timeLimit)
-                        : ChaosPlan.short(seed: seed, timeLimitSeconds: timeLimit)
+            : broker == .ejabberd ? ChaosPlan.shortEjabberd(seed: seed, timeLimitSeconds: timeLimit)
+            : ChaosPlan.short(seed: seed, timeLimitSeconds: timeLimit)
         try await ScenarioRunner.run("imagent-chaos", timeLimitSeconds: { plan.timeLimitSeconds }) {
-            try await ChaosRun(plan: plan, keepDirectory: keep, upstream: upstream).run()
+            try await ChaosRun(plan: plan, keepDirectory: keep, upstream: upstream, broker: broker).run()
         }
     }
 }

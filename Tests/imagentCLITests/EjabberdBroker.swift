@@ -6,95 +6,41 @@ import Testing
 import Glibc
 #endif
 
-/// ejabberd 23.01's `mod_mqtt` (Debian's `ejabberd` package), the second MQTT 5 broker of the
-/// tests: its own Erlang VM on a loopback port, with a configuration, spool and log in the test's
-/// folder, no Erlang distribution (no node name, no epmd) and no system service. Logins go through
-/// ejabberd's external authentication to a script that reads the password from a file at every
-/// login, so a test rotates the password by writing the file.
+/// ejabberd 23.01's `mod_mqtt`, the second MQTT 5 broker of the tests: the kit's `EjabberdNode`
+/// on a free loopback port in the test's folder. A test rotates the daemon's password by writing
+/// its file (read at every login).
 final class TCPEjabberd: @unchecked Sendable {
-    /// ejabberd's Erlang applications, as Debian installs them.
-    static let libraries = "/usr/lib/x86_64-linux-gnu"
-    static let erl = "/usr/bin/erl"
     /// The user name the daemon logs in with; `backend` logs in with any password.
     static let user = "mqtt-test-host"
 
     /// Why the ejabberd tests cannot run here, nil when they can.
-    static let missing: String? = {
-        guard access(erl, X_OK) == 0,
-              let entries = try? FileManager.default.contentsOfDirectory(atPath: libraries),
-              entries.contains(where: { $0.hasPrefix("ejabberd-") }) else {
-            return "ejabberd is not installed (Debian's ejabberd package; scripts/bootstrap installs it)"
-        }
-        return nil
-    }()
+    static var missing: String? { EjabberdNode.missing }
 
-    let directory: String
+    let node: EjabberdNode
     let port: UInt16
     private(set) var process: ChildProcess
-    var passwordFile: String { directory + "/ejabberd.password" }
-    var log: String { (try? String(contentsOfFile: directory + "/ejabberd.log", encoding: .utf8)) ?? "" }
+    var directory: String { node.directory }
+    var passwordFile: String { node.passwordFile }
+    var log: String { (try? String(contentsOfFile: node.logPath, encoding: .utf8)) ?? "" }
 
-    private init(directory: String, port: UInt16, process: ChildProcess) {
-        self.directory = directory
+    private init(node: EjabberdNode, port: UInt16, process: ChildProcess) {
+        self.node = node
         self.port = port
         self.process = process
     }
 
     /// Starts ejabberd with `password` as the daemon's; `sessionExpiry` nil leaves mod_mqtt's default (300 s).
     static func start(directory: String, password: String, sessionExpiry: Int? = nil) throws -> TCPEjabberd {
-        if let missing { throw RealDaemonError(missing) }
         let port = UInt16(try freeLoopbackPort())
-        try FileManager.default.createDirectory(atPath: directory + "/ejabberd-spool", withIntermediateDirectories: true)
-        try password.write(toFile: directory + "/ejabberd.password", atomically: true, encoding: .utf8)
-        let script = directory + "/ejabberd-auth.py"
-        // ejabberd's external authentication protocol: 2-byte big-endian length, "auth:User:Server:Password";
-        // the answer is 2-byte length 2, then 1 (yes) or 0 (no).
-        try """
-            #!/usr/bin/env python3
-            import struct, sys
-            while True:
-                head = sys.stdin.buffer.read(2)
-                if len(head) < 2:
-                    break
-                request = sys.stdin.buffer.read(struct.unpack('>H', head)[0]).decode().split(':', 3)
-                ok = 0
-                if request[0] == 'auth' and len(request) == 4:
-                    try:
-                        expected = open('\(directory)/ejabberd.password').read().strip()
-                    except OSError:
-                        expected = None
-                    ok = int(request[1] == 'backend' or (request[1] == '\(user)' and request[3] == expected))
-                elif request[0] == 'isuser':
-                    ok = 1
-                sys.stdout.buffer.write(struct.pack('>HH', 2, ok))
-                sys.stdout.buffer.flush()
-            """.write(toFile: script, atomically: true, encoding: .utf8)
-        chmod(script, 0o700)
-        try """
-            hosts: [localhost]
-            loglevel: info
-            auth_method: external
-            extauth_program: "\(script)"
-            auth_use_cache: false
-            listen:
-              - port: \(port)
-                ip: "127.0.0.1"
-                module: mod_mqtt
-            modules:
-              mod_mqtt:\(sessionExpiry.map { "\n    session_expiry: \($0)" } ?? " {}")
-            """.write(toFile: directory + "/ejabberd.yml", atomically: true, encoding: .utf8)
-        let broker = TCPEjabberd(directory: directory, port: port, process: try launch(directory))
+        let node = try EjabberdNode(directory: directory, ip: "127.0.0.1", port: Int(port), user: user, password: password,
+                                    sessionExpiry: sessionExpiry)
+        let broker = TCPEjabberd(node: node, port: port, process: try launch(node))
         try broker.waitUntilListening()
         return broker
     }
 
-    private static func launch(_ directory: String) throws -> ChildProcess {
-        try ChildProcess(executable: erl,
-                         arguments: ["-noinput", "-noshell", "+K", "true", "-mnesia", "dir", "\"\(directory)/ejabberd-spool\"", "-s", "ejabberd"],
-                         setting: ["ERL_LIBS": libraries, "EJABBERD_CONFIG_PATH": directory + "/ejabberd.yml",
-                                   "EJABBERD_LOG_PATH": directory + "/ejabberd.log", "HOME": directory,
-                                   "ERL_CRASH_DUMP": directory + "/erl_crash.dump"],
-                         stdout: .file(directory + "/ejabberd.out", append: true), stderr: .file(directory + "/ejabberd.out", append: true))
+    private static func launch(_ node: EjabberdNode) throws -> ChildProcess {
+        try ProgramSpawner.direct.spawn("ejabberd", node.executable, node.arguments, node.outPath, node.outPath, node.setting)
     }
 
     private func waitUntilListening() throws {
@@ -103,7 +49,7 @@ final class TCPEjabberd: @unchecked Sendable {
             guard process.isRunning else { break }
             usleep(10_000)
         }
-        let output = (try? String(contentsOfFile: directory + "/ejabberd.out", encoding: .utf8)) ?? ""
+        let output = (try? String(contentsOfFile: node.outPath, encoding: .utf8)) ?? ""
         stop()
         throw RealDaemonError("ejabberd did not listen on 127.0.0.1:\(port) within 15 s: \(output.suffix(2000))\n\(log.suffix(2000))")
     }
@@ -111,7 +57,7 @@ final class TCPEjabberd: @unchecked Sendable {
     /// SIGTERM, then a new VM on the same folder and port: its MQTT sessions are gone (it keeps them in memory).
     func restart() throws {
         stop()
-        process = try Self.launch(directory)
+        process = try Self.launch(node)
         try waitUntilListening()
     }
 
@@ -201,11 +147,8 @@ func publishDown(port: UInt16, _ messages: [(topic: String, seq: Int, size: Int)
 /// `examples/mqtt-echo/echo.py` on ejabberd, which has no shared subscriptions: the same backend
 /// with a plain subscription to the `up` topics, logged in as `backend`. Stop it with `terminate`.
 func startEjabberdEcho(port: UInt16, directory: String) throws -> ChildProcess {
-    let example = try String(contentsOfFile: EchoBackend.script, encoding: .utf8)
-    let shared = "f\"$share/{args.group}/{args.prefix}/+/{args.service}/+/up\""
-    guard example.contains(shared) else { throw RealDaemonError("echo.py's up filter is no longer \(shared)") }
     let script = directory + "/echo-plain.py"
-    try example.replacingOccurrences(of: shared, with: "f\"{args.prefix}/+/{args.service}/+/up\"")
+    try EjabberdNode.plainSubscriptionEcho(try String(contentsOfFile: EchoBackend.script, encoding: .utf8))
         .write(toFile: script, atomically: true, encoding: .utf8)
     let log = directory + "/echo.log"
     let process = try ChildProcess(executable: "/usr/bin/env",

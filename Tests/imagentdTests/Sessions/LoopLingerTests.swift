@@ -1,3 +1,4 @@
+import AgentStore
 import Glibc
 import IMAgentTestKit
 import NIOConcurrencyHelpers
@@ -23,7 +24,7 @@ struct LoopLingerTests {
         try await withPersistence(lingerTime: .seconds(120)) { persistence, loop, completed in
             let count = SQLiteSessionPersistence.lingerAtMost + 1
             try await loop.submit {
-                for id in 1...count { persistence.submit(.create(Self.record(UInt64(id))), tag: UInt64(id)) }
+                for id in 1...count { persistence.submit(Self.create(UInt64(id)), tag: UInt64(id)) }
             }.get()
             // Runs after the turn's check, which found more than a lone request in flight.
             let lingering = try await loop.submit { persistence.isLingering }.get()
@@ -35,13 +36,13 @@ struct LoopLingerTests {
     @Test func aLingerThatFindsTheLoopBusy_holdsOffTheNextOne() async throws {
         try await withPersistence(lingerTime: .seconds(120), quietAfterBusy: .seconds(120)) { persistence, loop, completed in
             try await loop.submit {
-                persistence.submit(.create(Self.record(1)), tag: 1)
+                persistence.submit(Self.create(1), tag: 1)
                 // Queued behind the linger's first look: the next look comes 2 ms late.
                 loop.execute { usleep(2_000) }
             }.get()
             try await waitUntil("the create completes") { completed.withLockedValue { $0 } == [1] }
             try await waitUntil("the linger ends") { try await loop.submit { !persistence.isLingering }.get() }
-            try await loop.submit { persistence.submit(.create(Self.record(2)), tag: 2) }.get()
+            try await loop.submit { persistence.submit(Self.create(2), tag: 2) }.get()
             let lingering = try await loop.submit { persistence.isLingering }.get()
             #expect(!lingering, "a lone request within the quiet time after a busy linger")
             try await waitUntil("the second create completes") { completed.withLockedValue { $0 } == [1, 2] }
@@ -68,15 +69,15 @@ struct LoopLingerTests {
     func loneCreateStartsALinger(_ persistence: SQLiteSessionPersistence, _ loop: EventLoop,
                                  _ completed: NIOLockedValueBox<[UInt64]>) async throws -> Bool {
         let lingering = try await loop.submit {
-            persistence.submit(.create(Self.record(1)), tag: 1)
+            persistence.submit(Self.create(1), tag: 1)
             return persistence.isLingering
         }.get()
         try await waitUntil("the create completes") { completed.withLockedValue { $0 } == [1] }
         return lingering
     }
 
-    static func record(_ id: UInt64) -> StoredSessionRecord {
-        StoredSessionRecord(id: id, service: "echo", owner: 1000, priority: .normal, durable: true)
+    static func create(_ id: UInt64) -> StoreOperation {
+        .createSession(id: id, service: "echo", ownerUID: 1000, priority: 1, durable: true, createdAtMS: 0)
     }
 
     /// The store opened on a loop of its own; `body` gets it, the loop and the tags completed so far.

@@ -1,4 +1,5 @@
 import AgentIPC
+import AgentStore
 import IMLink
 import NIOCore
 
@@ -64,28 +65,9 @@ extension SessionRouter {
         flushAcks(now: now)
     }
 
-    mutating func persisted(_ continuation: PersistContinuation, _ result: Result<Void, SessionPersistenceError>) -> [SessionAction] {
-        persisted(continuation, result, now: now)
-    }
-
-    mutating func outboundLoaded(session: UInt64, token: UInt64,
-                                 _ result: Result<[StoredOutboundMessage], SessionPersistenceError>) -> [SessionAction] {
-        outboundLoaded(session: session, token: token, result, now: now)
-    }
-
-    mutating func outboundExpired(session: UInt64, token: UInt64,
-                                  _ result: Result<ExpiredOutboundBatch, SessionPersistenceError>) -> [SessionAction] {
-        outboundExpired(session: session, token: token, result, now: now)
-    }
-
-    mutating func outboundLocated(session: UInt64, token: UInt64,
-                                  _ result: Result<StoredOutboxSpan, SessionPersistenceError>) -> [SessionAction] {
-        outboundLocated(session: session, token: token, result, now: now)
-    }
-
-    mutating func inboundLoaded(session: UInt64, token: UInt64,
-                                _ result: Result<[(seq: UInt64, payload: ByteBuffer)], SessionPersistenceError>) -> [SessionAction] {
-        inboundLoaded(session: session, token: token, result, now: now)
+    mutating func stored(_ continuation: StoreContinuation, tag: UInt64,
+                         _ result: Result<StoreResult, SessionPersistenceError>) -> [SessionAction] {
+        stored(continuation, tag: tag, result, now: now)
     }
 
     mutating func expireDue() -> [SessionAction] {

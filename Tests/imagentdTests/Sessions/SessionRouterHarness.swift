@@ -1,4 +1,5 @@
 import AgentIPC
+import AgentStore
 import IMAgentTestKit
 import IMLink
 import NIOCore
@@ -68,8 +69,9 @@ extension [SessionAction] {
         }
     }
 
-    var persists: [PersistContinuation] {
-        compactMap { if case .persist(_, let then) = $0 { then } else { nil } }
+    /// What the router waits for from the store, for each request in these actions.
+    var persists: [StoreContinuation] {
+        compactMap { if case .store(_, _, let then) = $0 { then } else { nil } }
     }
 
     /// The send → ACK latencies measured.
@@ -111,31 +113,35 @@ extension SessionRouter {
             let action = queue.removeFirst()
             all.append(action)
             switch action {
-            case .persist(let operation, let then):
-                if case .success = result {
-                    switch operation {
-                    case .appendOutbound(let session, let seq, let payload, let deadline):
-                        disk.outbound[session, default: []].append((seq, payload))
-                        disk.deadlines[session, default: [:]][seq] = deadline
-                    case .appendInbound(let session, let seq, let payload): disk.inbound[session, default: []].append((seq, payload))
-                    case .giveUpOutbound(let session, let seq): disk.outbound[session]?.removeAll { $0.seq == seq }
-                    case .markAcked(let session, let seq): disk.outbound[session]?.removeAll { $0.seq <= seq }
-                    default: break
+            case .store(let operation, let tag, let then):
+                switch operation {
+                case .outbound(let session, let after, let limit, _):
+                    let read = disk.read(disk.outbound[session], after, limit)
+                        .map { OutboundMessage(seq: $0.seq, payload: $0.payload, expiresAtMS: disk.deadlines[session]?[$0.seq] ?? nil) }
+                    queue += stored(then, tag: tag, .success(.outbound(read)))
+                case .giveUpExpiredOutbound(let session, let after, let now, let limit):
+                    queue += stored(then, tag: tag, .success(.expiredOutbound(disk.expire(session, after: after, now: now, limit: limit))))
+                case .outboundSpan(let session, let after, let count):
+                    let span = disk.read(disk.outbound[session], after, count)
+                    queue += stored(then, tag: tag, .success(.outboundSpan(OutboundSpan(
+                        count: span.count, lastSeq: span.last?.seq ?? after, bytes: span.reduce(0) { $0 + $1.payload.readableBytes }))))
+                case .inbound(let session, let after, let limit, _):
+                    let read = disk.read(disk.inbound[session], after, limit).map { InboundMessage(seq: $0.seq, payload: $0.payload) }
+                    queue += stored(then, tag: tag, .success(.inbound(read)))
+                default:
+                    if case .success = result {
+                        switch operation {
+                        case .appendOutbound(let session, let seq, let payload, let deadline):
+                            disk.outbound[session, default: []].append((seq, payload))
+                            disk.deadlines[session, default: [:]][seq] = deadline
+                        case .appendInbound(let session, let seq, let payload): disk.inbound[session, default: []].append((seq, payload))
+                        case .giveUpOutbound(let session, let seq): disk.outbound[session]?.removeAll { $0.seq == seq }
+                        case .markAcked(let session, let seq): disk.outbound[session]?.removeAll { $0.seq <= seq }
+                        default: break
+                        }
                     }
+                    queue += stored(then, tag: tag, result.map { .done })
                 }
-                queue += persisted(then, result)
-            case .loadOutbound(let session, let after, let limit, _, let token):
-                let read = disk.read(disk.outbound[session], after, limit)
-                    .map { StoredOutboundMessage(seq: $0.seq, payload: $0.payload, deadlineMS: disk.deadlines[session]?[$0.seq] ?? nil) }
-                queue += outboundLoaded(session: session, token: token, .success(read))
-            case .expireOutbound(let session, let after, let now, let limit, let token):
-                queue += outboundExpired(session: session, token: token, .success(disk.expire(session, after: after, now: now, limit: limit)))
-            case .locateOutbound(let session, let after, let count, let token):
-                let span = disk.read(disk.outbound[session], after, count)
-                queue += outboundLocated(session: session, token: token, .success(StoredOutboxSpan(
-                    count: span.count, lastSeq: span.last?.seq ?? after, bytes: span.reduce(0) { $0 + $1.payload.readableBytes })))
-            case .loadInbound(let session, let after, let limit, _, let token):
-                queue += inboundLoaded(session: session, token: token, .success(disk.read(disk.inbound[session], after, limit)))
             default: break
             }
         }
@@ -185,13 +191,13 @@ final class StoredPayloads {
     }
 
     /// What the store's giving up of expired outbound messages does.
-    func expire(_ session: UInt64, after: UInt64, now: Int64, limit: Int) -> ExpiredOutboundBatch {
+    func expire(_ session: UInt64, after: UInt64, now: Int64, limit: Int) -> ExpiredOutbound {
         let deadline = { (seq: UInt64) -> Int64? in self.deadlines[session]?[seq] ?? nil }
         let after = (outbound[session] ?? []).filter { $0.seq > after }
         let due = Array(after.filter { (deadline($0.seq) ?? .max) <= now }.prefix(limit))
         outbound[session]?.removeAll { message in due.contains { $0.seq == message.seq } }
         let next = after.filter { message in !due.contains { $0.seq == message.seq } }.compactMap { deadline($0.seq) }.min()
-        return ExpiredOutboundBatch(messages: due.map { StoredOutboxEntry(seq: $0.seq, bytes: $0.payload.readableBytes, deadlineMS: deadline($0.seq)) },
-                                    nextDeadlineMS: next)
+        return ExpiredOutbound(messages: due.map { OutboundIndexEntry(seq: $0.seq, bytes: $0.payload.readableBytes, expiresAtMS: deadline($0.seq)) },
+                               nextExpiryMS: next)
     }
 }

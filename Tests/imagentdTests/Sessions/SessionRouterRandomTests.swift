@@ -1,4 +1,5 @@
 import AgentIPC
+import AgentStore
 import IMAgentTestKit
 import IMLink
 import NIOCore
@@ -93,9 +94,9 @@ private struct RandomWorld {
     var random: SplitMix64
     var router = TestRouter(limits: RandomWorld.limits, random: SplitMix64(seed: 42), now: testStart)
     let persistence = InMemorySessionPersistence(loop: EmbeddedEventLoop())
-    var awaitingStore: [UInt64: PersistContinuation] = [:]
-    var writes: [(operation: PersistOperation, then: PersistContinuation)] = []
-    var reads: [SessionAction] = []
+    /// Store requests not yet answered: writes are answered in order, reads in any order.
+    var writes: [StoreRequest] = []
+    var reads: [StoreRequest] = []
     var ackFlushDue = false
     var linkUp = false
     var toServer: [Frame] = []
@@ -118,7 +119,6 @@ private struct RandomWorld {
 
     /// The store's outcomes: it calls back within `submit`.
     let outcomesBox = OutcomeBox()
-    var persistenceTag: UInt64 = 0
 
     init(seed: UInt64, auditEvery: Int) {
         self.seed = seed
@@ -176,39 +176,18 @@ private struct RandomWorld {
     // MARK: The store
 
     mutating func completeWrite() {
-        let write = writes.removeFirst()
-        persistenceTag += 1
-        awaitingStore[persistenceTag] = write.then
-        persistence.submit(write.operation, tag: persistenceTag)
-        for outcome in outcomesBox.take() {
-            guard let then = awaitingStore.removeValue(forKey: outcome.tag) else { continue }
-            perform(router.persisted(then, outcome.result))
-        }
-    }
-    mutating func completeRead() {
-        let read = reads.remove(at: Int(random.next() % UInt64(reads.count)))
-        switch read {
-        case .loadOutbound(let session, let after, let limit, let maxBytes, let token):
-            let result = value(persistence.readOutbound(session: session, after: after, limit: limit, maxBytes: maxBytes))
-            perform(router.outboundLoaded(session: session, token: token, result))
-        case .loadInbound(let session, let after, let limit, let maxBytes, let token):
-            let result = value(persistence.readInbound(session: session, after: after, limit: limit, maxBytes: maxBytes))
-            perform(router.inboundLoaded(session: session, token: token, result))
-        case .locateOutbound(let session, let after, let count, let token):
-            perform(router.outboundLocated(session: session, token: token, value(persistence.outboundSpan(session: session, after: after, count: count))))
-        case .expireOutbound(let session, let after, let now, let limit, let token):
-            let result = value(persistence.giveUpExpiredOutbound(session: session, after: after, nowMS: now, limit: limit))
-            perform(router.outboundExpired(session: session, token: token, result))
-        default:
-            preconditionFailure("not a read: \(read)")
-        }
+        answer(writes.removeFirst())
     }
 
-    func value<T>(_ future: EventLoopFuture<T>) -> Result<T, SessionPersistenceError> {
-        // The in-memory store completes on an EmbeddedEventLoop, which runs on this thread.
-        var result: Result<T, SessionPersistenceError>?
-        future.assumeIsolated().whenComplete { result = $0.mapError { ($0 as? SessionPersistenceError) ?? .failed("\($0)") } }
-        return result!
+    mutating func completeRead() {
+        answer(reads.remove(at: Int(random.next() % UInt64(reads.count))))
+    }
+
+    mutating func answer(_ request: StoreRequest) {
+        persistence.submit(request.operation, tag: request.tag)
+        for outcome in outcomesBox.take() {
+            perform(router.stored(request.then, tag: outcome.tag, outcome.result))
+        }
     }
 
     // MARK: The link and the echo server
@@ -390,9 +369,13 @@ private struct RandomWorld {
         clientPaused = false
         requests.removeAll()
         router = TestRouter(limits: Self.limits, random: SplitMix64(seed: 42), now: testStart)
-        switch value(persistence.load()) {
+        // The in-memory store completes on an EmbeddedEventLoop, which runs on this thread.
+        var loaded: Result<StoreIndex, Error>?
+        persistence.load().assumeIsolated().whenComplete { loaded = $0 }
+        switch loaded {
         case .success(let stored): router.restore(stored)
         case .failure(let error): problem("the store did not load: \(error)")
+        case nil: problem("the store did not load at once")
         }
     }
 
@@ -403,7 +386,11 @@ private struct RandomWorld {
         while let action = queue.popFirst() {
             switch action {
             case .send(let frame): if linkUp { toServer.append(frame) }
-            case .persist(let operation, let then): writes.append((operation, then))
+            case .store(let operation, let tag, let then):
+                switch operation {
+                case .outbound, .inbound, .outboundSpan, .giveUpExpiredOutbound: reads.append(StoreRequest(operation: operation, tag: tag, then: then))
+                default: writes.append(StoreRequest(operation: operation, tag: tag, then: then))
+                }
             case .reply(let client, let request, let message): clientGets(message, request: request, from: client)
             case .fail(let client, let request, let code, let text):
                 if client == clientID, requests[request] != nil { problem("request failed: \(code) \(text)") }
@@ -412,7 +399,6 @@ private struct RandomWorld {
                 queue += router.batchWritten(session: session, client: client, writable: true)
             case .dropLink(let reason): problem("the router dropped the link: \(reason)")
             case .storeFailed(let reason): problem("store failure: \(reason)")
-            case .loadOutbound, .loadInbound, .locateOutbound, .expireOutbound: reads.append(action)
             case .scheduleAckFlush: ackFlushDue = true
             case .log(.warning, let text): problem("warning: \(text)")
             case .clientReading(let client, let on):
@@ -447,6 +433,13 @@ private struct RandomWorld {
         if !router.budget.waiters.isEmpty { failures.append("seed \(seed): \(router.budget.waiters.count) budget waiters left") }
         return failures
     }
+}
+
+/// A request the router made of the store, waiting for its answer.
+private struct StoreRequest {
+    var operation: StoreOperation
+    var tag: UInt64
+    var then: StoreContinuation
 }
 
 /// Where the store's outcomes land (the persistence calls back synchronously).

@@ -1,4 +1,5 @@
 import AgentIPC
+import AgentStore
 import IMLink
 import NIOCore
 import Testing
@@ -28,13 +29,9 @@ import Testing
 
     @Test func aStoredSessionWithARefusableName_isFailedAtStartUp_neverOpened_andCanBeClosed() {
         var router = makeRouter()
-        let bad = StoredSession(
-            record: StoredSessionRecord(id: 8, service: "x\u{1}", owner: 1000, priority: .normal, durable: true),
-            ackedSeq: 0, deliveredSeq: 0, outbox: [StoredOutboxEntry(seq: 1, bytes: 1)], sentSeq: 1, receivedSeq: 0)
-        let good = StoredSession(
-            record: StoredSessionRecord(id: 9, service: "echo", owner: 1000, priority: .normal, durable: true),
-            ackedSeq: 0, deliveredSeq: 0, outbox: [], sentSeq: 0, receivedSeq: 0)
-        let warnings = router.restore(StoredSessions(open: [bad, good], closed: []))
+        let bad = IndexedSession.restored(8, service: "x\u{1}", ackedSeq: 0, deliveredSeq: 0, outbox: [OutboundIndexEntry(seq: 1, bytes: 1)], sentSeq: 1, receivedSeq: 0)
+        let good = IndexedSession.restored(9, service: "echo", ackedSeq: 0, deliveredSeq: 0, outbox: [], sentSeq: 0, receivedSeq: 0)
+        let warnings = router.restore(StoreIndex(sessions: [bad, good]))
         #expect(warnings.count == 1)
         #expect(warnings.first?.contains("session 8 of uid 1000") == true)
         #expect(warnings.first?.contains("\\u{1}") == true && warnings.first?.contains("U+0001 is a control character") == true)

@@ -1,4 +1,5 @@
 import AgentIPC
+import AgentStore
 import IMLink
 import NIOCore
 import Testing
@@ -98,19 +99,17 @@ extension [SessionAction] {
     @Test func aRestartedOutboxAcknowledgedPastTheWindow_isFoundInTheStore_withItsGaps() {
         // Seqs 1…6 stored, 2 and 4 given up before the crash: wire 1…4 are seqs 1, 3, 5, 6.
         var router = makeRouter()
-        let stored = StoredSession(
-            record: StoredSessionRecord(id: 9, service: "echo", owner: 1000, priority: .normal, durable: true),
-            ackedSeq: 0, deliveredSeq: 0,
-            outbox: [StoredOutboxEntry(seq: 1, bytes: 1), StoredOutboxEntry(seq: 3, bytes: 1), StoredOutboxEntry(seq: 5, bytes: 1),
-                     StoredOutboxEntry(seq: 6, bytes: 1)],
+        let stored = IndexedSession.restored(9, service: "echo", ackedSeq: 0, deliveredSeq: 0,
+            outbox: [OutboundIndexEntry(seq: 1, bytes: 1), OutboundIndexEntry(seq: 3, bytes: 1), OutboundIndexEntry(seq: 5, bytes: 1),
+                     OutboundIndexEntry(seq: 6, bytes: 1)],
             sentSeq: 6, receivedSeq: 0, givenUp: 2)
         let disk = StoredPayloads(outbound: [9: [(1, bytes("a")), (3, bytes("c")), (5, bytes("e")), (6, bytes("f"))]])
-        router.restore(StoredSessions(open: [stored], closed: []))
+        router.restore(StoreIndex(sessions: [stored]))
         let opens = router.linkEstablished(flow: true)
         let ok = router.received(.openOK(OpenOK(session: 9, lastAcked: 3)))
         // Nothing is sent until the store says what LAST_ACKED 3 covers.
         #expect(ok.dataSeqs.isEmpty)
-        #expect(ok.contains { if case .locateOutbound(9, 0, 3, _) = $0 { true } else { false } })
+        #expect(ok.contains { if case .store(.outboundSpan(9, 0, 3), _, .located(9)) = $0 { true } else { false } })
         let up = opens + router.completing(ok, disk: disk)
         #expect(up.persists.contains(.ackedStored(session: 9, seq: 5)))
         #expect(up.dataSeqs == [4])
@@ -138,12 +137,10 @@ extension [SessionAction] {
     @Test func afterARestart_wireSeqsAreRebuiltFromTheGivenUpCount() {
         // Seq 2 was given up before seq 3 was acknowledged (wire 2), seq 5 after: wire 3, 4 are seqs 4, 6.
         var router = makeRouter()
-        let stored = StoredSession(
-            record: StoredSessionRecord(id: 77, service: "echo", owner: 1000, priority: .normal, durable: true),
-            ackedSeq: 3, deliveredSeq: 0, outbox: [StoredOutboxEntry(seq: 4, bytes: 1), StoredOutboxEntry(seq: 6, bytes: 1)],
+        let stored = IndexedSession.restored(77, service: "echo", ackedSeq: 3, deliveredSeq: 0, outbox: [OutboundIndexEntry(seq: 4, bytes: 1), OutboundIndexEntry(seq: 6, bytes: 1)],
             sentSeq: 6, receivedSeq: 0, givenUp: 2)
         let disk = StoredPayloads(outbound: [77: [(4, bytes("d")), (6, bytes("f"))]])
-        router.restore(StoredSessions(open: [stored], closed: []))
+        router.restore(StoreIndex(sessions: [stored]))
         let opens = router.linkEstablished(flow: true)
         let up = opens + router.completing(router.received(.openOK(OpenOK(session: 77, lastAcked: 2))), disk: disk)
         #expect(up.dataSeqs == [3, 4])

@@ -1,4 +1,5 @@
 import AgentIPC
+import AgentStore
 import IMLink
 import NIOCore
 import Testing
@@ -507,11 +508,9 @@ import Testing
 
     @Test func restoredSessionsResumeWhereTheStoreLeftThem() {
         var router = makeRouter()
-        let stored = StoredSession(
-            record: StoredSessionRecord(id: 77, service: "echo", owner: 1000, priority: .normal, durable: true),
-            ackedSeq: 2, deliveredSeq: 1, outbox: [StoredOutboxEntry(seq: 3, bytes: 1)], sentSeq: 3, receivedSeq: 2)
+        let stored = IndexedSession.restored(77, service: "echo", ackedSeq: 2, deliveredSeq: 1, outbox: [OutboundIndexEntry(seq: 3, bytes: 1)], sentSeq: 3, receivedSeq: 2)
         let disk = StoredPayloads(outbound: [77: [(3, bytes("c"))]], inbound: [77: [(2, bytes("b"))]])
-        router.restore(StoredSessions(open: [stored], closed: [5]))
+        router.restore(StoreIndex(sessions: [stored, .closed(5)]))
         #expect(router.budget.held == 0)  // start-up reads no payload
         let up = router.linkEstablished(flow: true)
         #expect(router.completing(up + router.received(.openOK(OpenOK(session: 77, lastAcked: 2))), disk: disk).dataSeqs == [3])

@@ -78,54 +78,8 @@ final class SQLiteSessionPersistence: SessionPersistence, StoreCompletionSink, S
         store.close(on: loop)
     }
 
-    func load() -> EventLoopFuture<StoredSessions> {
-        store.loadIndex(on: loop).map { index in
-            var result = StoredSessions(open: [], closed: [])
-            for stored in index.sessions {
-                let record = stored.record
-                // A failed session keeps its queues (the owner may still read them) but is
-                // not re-opened upstream; the router only knows open and closed, so it is
-                // treated as closed here until the router learns about failed sessions.
-                guard record.state == .open else {
-                    result.closed.insert(record.id)
-                    continue
-                }
-                result.open.append(StoredSession(
-                    record: StoredSessionRecord(id: record.id, service: record.service, owner: record.ownerUID,
-                                                priority: IPCPriority(rawValue: record.priority) ?? .normal,
-                                                durable: record.durable),
-                    ackedSeq: record.ackedSeq, deliveredSeq: record.deliveredSeq,
-                    outboxCount: stored.outboxCount, outboxBytes: stored.outboxBytes, earliestDeadlineMS: stored.outboxEarliestExpiryMS,
-                    sentSeq: record.sentSeq, receivedSeq: record.receivedSeq, givenUp: record.givenUp))
-            }
-            return result
-        }.flatMapErrorThrowing { throw Self.translate($0) }
-    }
-
-    func readOutbound(session: UInt64, after seq: UInt64, limit: Int, maxBytes: Int) -> EventLoopFuture<[StoredOutboundMessage]> {
-        store.outbound(session: session, after: seq, limit: limit, maxBytes: maxBytes, on: loop)
-            .map { $0.map { StoredOutboundMessage(seq: $0.seq, payload: $0.payload, deadlineMS: $0.expiresAtMS) } }
-            .flatMapErrorThrowing { throw Self.translate($0) }
-    }
-
-    func giveUpExpiredOutbound(session: UInt64, after seq: UInt64, nowMS: Int64, limit: Int) -> EventLoopFuture<ExpiredOutboundBatch> {
-        store.giveUpExpiredOutbound(session: session, after: seq, nowMS: nowMS, limit: limit, on: loop).map { expired in
-            ExpiredOutboundBatch(messages: expired.messages.map { StoredOutboxEntry(seq: $0.seq, bytes: $0.bytes, deadlineMS: $0.expiresAtMS) },
-                                 nextDeadlineMS: expired.nextExpiryMS)
-        }.flatMapErrorThrowing { throw Self.translate($0) }
-    }
-
-    func outboundSpan(session: UInt64, after seq: UInt64, count: Int) -> EventLoopFuture<StoredOutboxSpan> {
-        store.outboundSpan(session: session, after: seq, count: count, on: loop)
-            .map { StoredOutboxSpan(count: $0.count, lastSeq: $0.lastSeq, bytes: $0.bytes) }
-            .flatMapErrorThrowing { throw Self.translate($0) }
-    }
-
-    func readInbound(session: UInt64, after seq: UInt64, limit: Int, maxBytes: Int)
-        -> EventLoopFuture<[(seq: UInt64, payload: ByteBuffer)]>
-    {
-        store.inbound(session: session, after: seq, limit: limit, maxBytes: maxBytes, on: loop)
-            .map { $0.map { ($0.seq, $0.payload) } }.flatMapErrorThrowing { throw Self.translate($0) }
+    func load() -> EventLoopFuture<StoreIndex> {
+        store.loadIndex(on: loop).flatMapErrorThrowing { throw Self.translate($0) }
     }
 
     func deliverOutcomes(to receiver: @escaping ([PersistOutcome]) -> Void) {
@@ -133,8 +87,8 @@ final class SQLiteSessionPersistence: SessionPersistence, StoreCompletionSink, S
     }
 
     /// Called on the loop, as the router runs there.
-    func submit(_ operation: PersistOperation, tag: UInt64) {
-        store.submit(Self.storeOperation(operation), tag: tag, on: loop, to: self)
+    func submit(_ operation: StoreOperation, tag: UInt64) {
+        store.submit(operation, tag: tag, on: loop, to: self)
         waiting.value.inFlight += 1
         guard !waiting.value.lingering, lingerTime > .zero else { return }
         waiting.value.lingering = true
@@ -177,23 +131,8 @@ final class SQLiteSessionPersistence: SessionPersistence, StoreCompletionSink, S
         waiting.value.inFlight -= completions.count
         guard let receiver = receiver.value else { preconditionFailure("a store outcome before deliverOutcomes(to:)") }
         receiver(completions.map { completion in
-            PersistOutcome(tag: completion.tag, result: completion.outcome.map { _ in }.mapError(Self.translate))
+            PersistOutcome(tag: completion.tag, result: completion.outcome.mapError(Self.translate))
         })
-    }
-
-    private static func storeOperation(_ operation: PersistOperation) -> StoreOperation {
-        switch operation {
-        case .create(let record):
-            .createSession(id: record.id, service: record.service, ownerUID: record.owner, priority: record.priority.rawValue,
-                           durable: record.durable, createdAtMS: Int64(WallClock.nowMS()))
-        case .appendOutbound(let session, let seq, let payload, let expiresAtMS):
-            .appendOutbound(session: session, seq: seq, payload: payload, expiresAtMS: expiresAtMS)
-        case .giveUpOutbound(let session, let seq): .giveUpOutbound(session: session, seq: seq)
-        case .markAcked(let session, let seq): .markAcked(session: session, upTo: seq)
-        case .appendInbound(let session, let seq, let payload): .appendInbound(session: session, seq: seq, payload: payload)
-        case .markDelivered(let session, let seq): .markDelivered(session: session, upTo: seq)
-        case .close(let session): .closeSession(session)
-        }
     }
 
     /// `.full` is the one failure a sender can wait out (QUEUE_FULL); the rest are reported as they are.

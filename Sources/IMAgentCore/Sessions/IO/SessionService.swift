@@ -1,4 +1,5 @@
 import AgentIPC
+import AgentStore
 import IMLink
 import JSONText
 import Logging
@@ -20,9 +21,8 @@ final class SessionService: LinkSessionDelegate {
     /// them, so actions always run in the order the router returned them.
     private var pending = CircularBuffer<SessionAction>()
     private var draining = false
-    /// What the router does once each submitted persistence operation completes, by tag.
-    private var awaitingStore: [UInt64: PersistContinuation] = [:]
-    private var nextStoreTag: UInt64 = 0
+    /// What the router does once each store request it made is answered, by the request's tag.
+    private var awaitingStore: [UInt64: StoreContinuation] = [:]
     private let trimmer: MemoryTrimmer
     /// Session changes for WATCH subscribers (set by `DaemonCore`).
     var onSessionChange: ((SessionChange) -> Void)?
@@ -65,7 +65,8 @@ final class SessionService: LinkSessionDelegate {
             let service = bound.value
             for warning in service.router.restore(stored) { service.logger.warning("\(warning)") }
             service.link.setSessionDelegate(service)
-            service.logger.info("sessions loaded", metadata: ["open": "\(stored.open.count)", "closed": "\(stored.closed.count)"])
+            let open = stored.sessions.count { $0.record.state == .open }
+            service.logger.info("sessions loaded", metadata: ["open": "\(open)", "closed": "\(stored.sessions.count - open)"])
         }
     }
 
@@ -209,14 +210,17 @@ final class SessionService: LinkSessionDelegate {
         while let action = pending.popFirst() { perform(action) }
     }
 
-    /// Outcomes of submitted operations (all of one group commit): each goes through the
+    /// Answers to store requests (all of one group commit): each goes through the
     /// router, and its actions are performed, before the next, as if each came alone.
     private func persisted(_ outcomes: [PersistOutcome]) {
         for outcome in outcomes {
             guard let continuation = awaitingStore.removeValue(forKey: outcome.tag) else {
                 preconditionFailure("the store completed operation \(outcome.tag), which was not submitted")
             }
-            run(router.persisted(continuation, outcome.result, now: Self.now))
+            if case .expiredGivenUp = continuation, case .success(.expiredOutbound(let batch)) = outcome.result {
+                expiredTotal += batch.messages.count
+            }
+            run(router.stored(continuation, tag: outcome.tag, outcome.result, now: Self.now))
         }
     }
 
@@ -227,11 +231,10 @@ final class SessionService: LinkSessionDelegate {
                 // No link right now: linkLost has come or is coming, and the next link resumes.
                 logger.debug("session frame not sent: no link", metadata: ["frame": "\(frame.type)", "session": "\(frame.session)"])
             }
-        case .persist(let operation, let continuation):
+        case .store(let operation, let tag, let continuation):
             if case .giveUpOutbound = operation { expiredTotal += 1 }
-            nextStoreTag += 1
-            awaitingStore[nextStoreTag] = continuation
-            persistence.submit(operation, tag: nextStoreTag)
+            awaitingStore[tag] = continuation
+            persistence.submit(operation, tag: tag)
         case .reply(let client, let request, let message):
             clients[client]?.reply(to: request, message)
         case .fail(let client, let request, let code, let text):
@@ -258,31 +261,6 @@ final class SessionService: LinkSessionDelegate {
             logger.error("the local store failed; dropping the link to resume from what is stored (no ERROR to the server)",
                          metadata: ["reason": "\(reason)"])
             link.localFailure(reason)
-        case .loadOutbound(let session, let after, let limit, let maxBytes, let token):
-            let bound = NIOLoopBound(self, eventLoop: loop)
-            persistence.readOutbound(session: session, after: after, limit: limit, maxBytes: maxBytes).whenComplete { result in
-                let service = bound.value
-                service.run(service.router.outboundLoaded(session: session, token: token, result.mapError(Self.persistenceError), now: Self.now))
-            }
-        case .expireOutbound(let session, let after, let nowMS, let limit, let token):
-            let bound = NIOLoopBound(self, eventLoop: loop)
-            persistence.giveUpExpiredOutbound(session: session, after: after, nowMS: nowMS, limit: limit).whenComplete { result in
-                let service = bound.value
-                if case .success(let batch) = result { service.expiredTotal += batch.messages.count }
-                service.run(service.router.outboundExpired(session: session, token: token, result.mapError(Self.persistenceError), now: Self.now))
-            }
-        case .locateOutbound(let session, let after, let count, let token):
-            let bound = NIOLoopBound(self, eventLoop: loop)
-            persistence.outboundSpan(session: session, after: after, count: count).whenComplete { result in
-                let service = bound.value
-                service.run(service.router.outboundLocated(session: session, token: token, result.mapError(Self.persistenceError), now: Self.now))
-            }
-        case .loadInbound(let session, let after, let limit, let maxBytes, let token):
-            let bound = NIOLoopBound(self, eventLoop: loop)
-            persistence.readInbound(session: session, after: after, limit: limit, maxBytes: maxBytes).whenComplete { result in
-                let service = bound.value
-                service.run(service.router.inboundLoaded(session: session, token: token, result.mapError(Self.persistenceError), now: Self.now))
-            }
         case .scheduleAckFlush:
             // One ACK per session for everything stored in this turn of the loop.
             let bound = NIOLoopBound(self, eventLoop: loop)
@@ -302,10 +280,6 @@ final class SessionService: LinkSessionDelegate {
             case .warning: logger.warning("\(text)")
             }
         }
-    }
-
-    private static func persistenceError(_ error: Error) -> SessionPersistenceError {
-        (error as? SessionPersistenceError) ?? SessionPersistenceError.failed("\(error)")
     }
 
     private func scheduleExpiry(at deadline: Int64) {

@@ -9,14 +9,15 @@ import NIOCore
 extension Session {
     /// Forgets the outbox entry at `offset` (not on the current link, not held by the server)
     /// and tells its client once that is stored.
-    mutating func giveUp(at offset: Int, code: IPCErrorCode, reason: String, budget: inout MemoryBudget) -> [SessionAction] {
+    mutating func giveUp(at offset: Int, code: IPCErrorCode, reason: String, budget: inout MemoryBudget,
+                         tokens: inout Tokens) -> [SessionAction] {
         let entry = outboxWindow.remove(at: outboxWindow.index(outboxWindow.startIndex, offsetBy: offset))
         givenUp += 1
         outboxStored -= 1
         outboxBytes -= entry.bytes
         budget.releaseOutbound(Session.windowCost(entry.payload), from: &self)
-        return [.persist(.giveUpOutbound(session: id, seq: entry.seq),
-                         then: .givenUp(session: id, seq: entry.seq, code: code, reason: reason))]
+        return [tokens.store(.giveUpOutbound(session: id, seq: entry.seq),
+                             then: .givenUp(session: id, seq: entry.seq, code: code, reason: reason))]
     }
 
     /// Reads the next outbound messages from the store when the session can send and its
@@ -35,7 +36,8 @@ extension Session {
         let reserved = max(room, 0)
         let token = tokens.next()
         budget.beginRead(\.outboundLoad, reserving: reserved, token: token, in: &self)
-        return [.loadOutbound(session: id, after: loadedThroughSeq, limit: limits.readBatch, maxBytes: max(reserved, 1), token: token)]
+        return [.store(.outbound(session: id, after: loadedThroughSeq, limit: limits.readBatch, maxBytes: max(reserved, 1)),
+                       tag: token, then: .outboundRead(session: id))]
     }
 
     /// Reads the next inbound messages from the store for an attached client that is reading.
@@ -51,7 +53,8 @@ extension Session {
         let reserved = max(room, 0)
         let token = tokens.next()
         budget.beginRead(\.inboundLoad, reserving: reserved, token: token, in: &self)
-        return [.loadInbound(session: id, after: windowEnd, limit: 2 * limits.deliveryBatch, maxBytes: max(reserved, 1), token: token)]
+        return [.store(.inbound(session: id, after: windowEnd, limit: 2 * limits.deliveryBatch, maxBytes: max(reserved, 1)),
+                       tag: token, then: .inboundRead(session: id))]
     }
 
     /// Asks the store to give up the expired messages after the window, when one may have
@@ -67,7 +70,8 @@ extension Session {
               heldThroughSeq <= loadedThroughSeq else { return [] }
         let token = tokens.next()
         expiring = token
-        return [.expireOutbound(session: id, after: loadedThroughSeq, nowMS: now, limit: limits.expiryBatch, token: token)]
+        return [.store(.giveUpExpiredOutbound(session: id, after: loadedThroughSeq, nowMS: now, limit: limits.expiryBatch),
+                       tag: token, then: .expiredGivenUp(session: id))]
     }
 
     /// Gives back every byte the session holds in memory; its queues stay in the store.
@@ -81,13 +85,13 @@ extension Session {
     /// DURABLE = 0 keeps nothing for a client that is not there: with no client attached,
     /// the inbox is dropped (marked delivered) as soon as it is stored, stored only so that
     /// the server's ACK and RESUME_AFTER stay right.
-    mutating func dropUnattended(flow: Bool, budget: inout MemoryBudget) -> [SessionAction] {
+    mutating func dropUnattended(flow: Bool, budget: inout MemoryBudget, tokens: inout Tokens) -> [SessionAction] {
         guard !durable, attachedClient == nil, receivedSeq > clientAckedSeq else { return [] }
         let seq = receivedSeq
         budget.dropInboundWindow(of: &self)
         clientAckedSeq = seq
         handedOverSeq = seq
-        var actions: [SessionAction] = [.persist(.markDelivered(session: id, seq: seq), then: .deliveredStored(session: id, seq: seq))]
+        var actions = [tokens.store(.markDelivered(session: id, upTo: seq), then: .deliveredStored(session: id, seq: seq))]
         if pausedUpstream {
             pausedUpstream = false
             if upstream == .open, flow {

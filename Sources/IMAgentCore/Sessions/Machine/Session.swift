@@ -1,4 +1,5 @@
 import AgentIPC
+import AgentStore
 import IMLink
 import NIOCore
 
@@ -179,11 +180,12 @@ struct Session {
         self.durable = durable
     }
 
-    init(restoring stored: StoredSession) {
-        self.init(id: stored.record.id, service: stored.record.service, owner: stored.record.owner,
-                  priority: stored.record.priority, durable: stored.record.durable)
-        serverAckedSeq = stored.ackedSeq
-        acceptedSeq = max(stored.sentSeq, stored.ackedSeq)
+    init(restoring stored: IndexedSession) {
+        let record = stored.record
+        self.init(id: record.id, service: record.service, owner: record.ownerUID,
+                  priority: IPCPriority(rawValue: record.priority) ?? .normal, durable: record.durable)
+        serverAckedSeq = record.ackedSeq
+        acceptedSeq = max(record.sentSeq, record.ackedSeq)
         assignedSeq = acceptedSeq
         storingOut = StoringMessages(after: acceptedSeq)
         // Whatever was stored may have reached the server before the restart: only its
@@ -191,23 +193,24 @@ struct Session {
         // Payloads stay in the store: the window reads them when their turn comes.
         outboxStored = stored.outboxCount
         outboxBytes = stored.outboxBytes
-        storeDeadlineMS = stored.earliestDeadlineMS
+        storeDeadlineMS = stored.outboxEarliestExpiryMS
         loadedThroughSeq = serverAckedSeq
         heldThroughSeq = acceptedSeq
-        givenUp = stored.givenUp
+        givenUp = record.givenUp
         // Given up above serverAckedSeq are the outbox's holes; the rest were below it.
         let holesAbove = (acceptedSeq - serverAckedSeq) - min(acceptedSeq - serverAckedSeq, UInt64(outboxStored))
         let givenUpBelow = givenUp - min(givenUp, holesAbove)
         wireAckedSeq = serverAckedSeq - min(serverAckedSeq, givenUpBelow)
-        clientAckedSeq = stored.deliveredSeq
-        handedOverSeq = stored.deliveredSeq
-        receivedSeq = max(stored.receivedSeq, stored.deliveredSeq)
+        clientAckedSeq = record.deliveredSeq
+        handedOverSeq = record.deliveredSeq
+        receivedSeq = max(record.receivedSeq, record.deliveredSeq)
         storingSeq = receivedSeq
         storingIn = StoringMessages(after: receivedSeq)
     }
 
-    var record: StoredSessionRecord {
-        StoredSessionRecord(id: id, service: service, owner: owner, priority: priority, durable: durable)
+    /// The store's operation that creates this session, at `nowMS`.
+    func createOperation(nowMS: Int64) -> StoreOperation {
+        .createSession(id: id, service: service, ownerUID: owner, priority: priority.rawValue, durable: durable, createdAtMS: nowMS)
     }
 
     /// Outbound messages not yet acknowledged by the server, including those being stored.

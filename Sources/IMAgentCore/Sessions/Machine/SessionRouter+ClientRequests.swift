@@ -27,7 +27,8 @@ extension SessionRouter {
                                   durable: open.durable ?? true)
             session.attachedClient = client.id
             table.beginCreating(session)
-            actions.append(.persist(.create(session.record), then: .created(client: client.id, request: request, session: session.id)))
+            actions.append(tokens.store(session.createOperation(nowMS: now.wallMS),
+                                        then: .created(client: client.id, request: request, session: session.id)))
             return actions
         }
         let id = open.session ?? 0
@@ -67,7 +68,7 @@ extension SessionRouter {
             budget.dropInboundWindow(of: &session)
             return [.reply(client: client.id, request: request, .ok(.init())),
                     .watch(SessionChange(.detached, session, reason: "DETACH"))]
-                + session.dropUnattended(flow: link?.flow == true, budget: &budget)
+                + session.dropUnattended(flow: link?.flow == true, budget: &budget, tokens: &tokens)
         }!
     }
 
@@ -128,8 +129,8 @@ extension SessionRouter {
             let deadline = send.ttlMS.flatMap { $0 == 0 ? nil : now.wallMS + Int64($0) }
             session.storingOut.append(seq, .init(payload: send.payload, client: client.id, token: token, deadlineMS: deadline))
             budget.beginStoringOut(bytes, client: client.id, uid: client.uid, in: &session)
-            return [.persist(.appendOutbound(session: send.session, seq: seq, payload: send.payload, expiresAtMS: deadline),
-                             then: .accepted(client: client.id, request: request, session: send.session, seq: seq, token: token))]
+            return [.store(.appendOutbound(session: send.session, seq: seq, payload: send.payload, expiresAtMS: deadline), tag: token,
+                           then: .accepted(client: client.id, request: request, session: send.session, seq: seq))]
         }!
     }
 
@@ -155,7 +156,7 @@ extension SessionRouter {
             }
             session.clientAckedSeq = seq
             session.handedOverSeq = max(session.handedOverSeq, seq)
-            actions.append(.persist(.markDelivered(session: id, seq: seq), then: .deliveredStored(session: id, seq: seq)))
+            actions.append(tokens.store(.markDelivered(session: id, upTo: seq), then: .deliveredStored(session: id, seq: seq)))
             // Hysteresis: reopen at half the limit, so a reader at the edge does not flap the window.
             if session.pausedUpstream, session.inboxCount < limits.inboxMessages / 2 {
                 session.pausedUpstream = false
@@ -183,7 +184,7 @@ extension SessionRouter {
                 session.attachedClient = nil
                 budget.dropInboundWindow(of: &session)
                 return [.watch(SessionChange(.detached, session, reason: "client disconnected"))]
-                    + session.dropUnattended(flow: link?.flow == true, budget: &budget)
+                    + session.dropUnattended(flow: link?.flow == true, budget: &budget, tokens: &tokens)
             } ?? []
         }
         table.forgetCreatingClient(clientID)

@@ -1,4 +1,5 @@
 import AgentIPC
+import AgentStore
 import IMLink
 import NIOCore
 
@@ -6,7 +7,10 @@ import NIOCore
 extension SessionRouter {
     // MARK: Persistence completions
 
-    mutating func complete(_ continuation: PersistContinuation, _ result: Result<Void, SessionPersistenceError>) -> [SessionAction] {
+    mutating func complete(_ continuation: StoreContinuation, tag: UInt64,
+                           _ answer: Result<StoreResult, SessionPersistenceError>) -> [SessionAction] {
+        /// What a write answers: done, or why not.
+        let result = answer.map { _ in }
         switch continuation {
         case .created(let client, let request, let id):
             let link = link
@@ -26,8 +30,8 @@ extension SessionRouter {
             actions.append(.watch(SessionChange(.opened, session)))
             return actions
 
-        case .accepted(let client, let request, let id, let seq, let token):
-            return outboundStored(client: client, request: request, session: id, seq: seq, token: token, result)
+        case .accepted(let client, let request, let id, let seq):
+            return outboundStored(client: client, request: request, session: id, seq: seq, token: tag, result)
 
         case .ackedStored(let id, let seq):
             switch result {
@@ -39,8 +43,8 @@ extension SessionRouter {
                 return [.event(client: client, .acked(.init(session: id, seq: seq)))]
             }
 
-        case .inboundStored(let id, let seq, let token):
-            return inboundStored(session: id, seq: seq, token: token, result)
+        case .inboundStored(let id, let seq):
+            return inboundStored(session: id, seq: seq, token: tag, result)
 
         case .deliveredStored(let id, let seq):
             if case .failure(let error) = result {
@@ -68,12 +72,25 @@ extension SessionRouter {
             }
             if let client { actions.append(.reply(client: client, request: request, .ok(.init()))) }
             return actions
+
+        case .outboundRead(let id):
+            return fillOutboundWindow(session: id, token: tag, answer.read { if case .outbound(let messages) = $0 { messages } else { nil } })
+
+        case .inboundRead(let id):
+            return fillInboundWindow(session: id, token: tag, answer.read { if case .inbound(let messages) = $0 { messages } else { nil } })
+
+        case .expiredGivenUp(let id):
+            return forgetExpiredAfterWindow(session: id, token: tag,
+                                            answer.read { if case .expiredOutbound(let batch) = $0 { batch } else { nil } })
+
+        case .located(let id):
+            return completeLocatedOpenOK(session: id, token: tag, answer.read { if case .outboundSpan(let span) = $0 { span } else { nil } })
         }
     }
 
     /// A read of the store for the outbound window completed.
     mutating func fillOutboundWindow(session id: UInt64, token: UInt64,
-                                 _ result: Result<[StoredOutboundMessage], SessionPersistenceError>) -> [SessionAction] {
+                                 _ result: Result<[OutboundMessage], SessionPersistenceError>) -> [SessionAction] {
         guard let load = table[id]?.outboundLoad, load.token == token else { return [] }  // closed, or the window was reset
         let now = now.wallMS
         // Transmits what was read, unless the read failed or found nothing.
@@ -89,7 +106,7 @@ extension SessionRouter {
                 // expiry, no OPEN_OK beyond the window): these are the outbox's next messages.
                 var added = 0
                 for message in messages where message.seq > session.loadedThroughSeq && session.outboxWindow.count < session.outboxStored {
-                    session.outboxWindow.append(Session.OutboundEntry(seq: message.seq, payload: message.payload, deadlineMS: message.deadlineMS))
+                    session.outboxWindow.append(Session.OutboundEntry(seq: message.seq, payload: message.payload, deadlineMS: message.expiresAtMS))
                     session.loadedThroughSeq = message.seq
                     budget.keepOutbound(Session.windowCost(message.payload), in: &session)
                     added += 1
@@ -110,7 +127,7 @@ extension SessionRouter {
 
     /// The store gave up expired outbound messages after the window.
     mutating func forgetExpiredAfterWindow(session id: UInt64, token: UInt64,
-                                           _ result: Result<ExpiredOutboundBatch, SessionPersistenceError>) -> [SessionAction] {
+                                           _ result: Result<ExpiredOutbound, SessionPersistenceError>) -> [SessionAction] {
         guard table[id]?.expiring == token else { return [] }  // closed
         let now = now.wallMS
         let actions = table.modify(id) { session in
@@ -133,10 +150,10 @@ extension SessionRouter {
                         actions.append(.event(client: client, .expired(.init(session: id, seq: message.seq, code: .expired, message: reason))))
                     }
                 }
-                session.storeDeadlineMS = batch.nextDeadlineMS
+                session.storeDeadlineMS = batch.nextExpiryMS
                 if batch.messages.count >= limits.expiryBatch {
                     actions += session.expireStored(now: now, tokens: &tokens, limits: limits)  // more are due
-                } else if let next = batch.nextDeadlineMS {
+                } else if let next = batch.nextExpiryMS {
                     actions.append(.expireAt(next))
                 }
             }
@@ -147,7 +164,7 @@ extension SessionRouter {
 
     /// The store found the messages an OPEN_OK's LAST_ACKED covers beyond the window.
     mutating func completeLocatedOpenOK(session id: UInt64, token: UInt64,
-                                  _ result: Result<StoredOutboxSpan, SessionPersistenceError>) -> [SessionAction] {
+                                  _ result: Result<OutboundSpan, SessionPersistenceError>) -> [SessionAction] {
         guard let pending = table[id]?.locating, pending.token == token else { return [] }  // closed, or the link changed
         table.modify(id) { $0.locating = nil }
         switch result {
@@ -160,13 +177,13 @@ extension SessionRouter {
 
     /// A read of the store for the inbound window completed.
     mutating func fillInboundWindow(session id: UInt64, token: UInt64,
-                                _ result: Result<[(seq: UInt64, payload: ByteBuffer)], SessionPersistenceError>) -> [SessionAction] {
+                                _ result: Result<[InboundMessage], SessionPersistenceError>) -> [SessionAction] {
         guard let load = table[id]?.inboundLoad, load.token == token else { return [] }  // closed, detached or re-attached
         let stalled: Bool = table.modify(id) { session in
             budget.endRead(\.inboundLoad, in: &session)
             guard case .success(let messages) = result else { return false }
             for message in messages where message.seq == session.handedOverSeq + UInt64(session.inbox.count) + 1 {
-                session.inbox.append(message)
+                session.inbox.append((message.seq, message.payload))
                 budget.keepInbound(Session.windowCost(message.payload), in: &session)
             }
             // The client may have acknowledged past this read while it ran (messages it had before
@@ -184,5 +201,14 @@ extension SessionRouter {
             return [.log(.warning, "session \(id): the store holds no inbound message after seq \(after)")]
         }
         return deliver(id)
+    }
+}
+
+extension Result<StoreResult, SessionPersistenceError> {
+    /// What a read answered, as `extract` finds it; any other answer is the store failing.
+    func read<Value>(_ extract: (StoreResult) -> Value?) -> Result<Value, SessionPersistenceError> {
+        flatMap { answer in
+            extract(answer).map { .success($0) } ?? .failure(.failed("the store answered a read with \(answer)"))
+        }
     }
 }

@@ -1,4 +1,5 @@
 import AgentIPC
+import AgentStore
 import IMLink
 import NIOCore
 
@@ -85,33 +86,11 @@ extension SessionRouter {
 
     // MARK: The store and time
 
-    mutating func persisted(_ continuation: PersistContinuation, _ result: Result<Void, SessionPersistenceError>, now: SessionTime) -> [SessionAction] {
+    /// The store did (or failed) what a `.store` action asked, under `tag`.
+    mutating func stored(_ continuation: StoreContinuation, tag: UInt64, _ result: Result<StoreResult, SessionPersistenceError>,
+                         now: SessionTime) -> [SessionAction] {
         self.now = now
-        return settle(complete(continuation, result))
-    }
-
-    mutating func outboundLoaded(session: UInt64, token: UInt64,
-                                 _ result: Result<[StoredOutboundMessage], SessionPersistenceError>, now: SessionTime) -> [SessionAction] {
-        self.now = now
-        return settle(fillOutboundWindow(session: session, token: token, result))
-    }
-
-    mutating func outboundExpired(session: UInt64, token: UInt64,
-                                  _ result: Result<ExpiredOutboundBatch, SessionPersistenceError>, now: SessionTime) -> [SessionAction] {
-        self.now = now
-        return settle(forgetExpiredAfterWindow(session: session, token: token, result))
-    }
-
-    mutating func outboundLocated(session: UInt64, token: UInt64,
-                                  _ result: Result<StoredOutboxSpan, SessionPersistenceError>, now: SessionTime) -> [SessionAction] {
-        self.now = now
-        return settle(completeLocatedOpenOK(session: session, token: token, result))
-    }
-
-    mutating func inboundLoaded(session: UInt64, token: UInt64,
-                                _ result: Result<[(seq: UInt64, payload: ByteBuffer)], SessionPersistenceError>, now: SessionTime) -> [SessionAction] {
-        self.now = now
-        return settle(fillInboundWindow(session: session, token: token, result))
+        return settle(complete(continuation, tag: tag, result))
     }
 
     /// The TTL timer fired: give up what is due, everywhere.

@@ -30,8 +30,8 @@ extension SessionRouter {
             let token = tokens.next()
             session.storingIn.append(data.seq, .init(payload: data.body, token: token))
             budget.beginStoringIn(data.body.readableBytes, in: &session)
-            return [.persist(.appendInbound(session: data.session, seq: data.seq, payload: data.body),
-                             then: .inboundStored(session: data.session, seq: data.seq, token: token))]
+            return [.store(.appendInbound(session: data.session, seq: data.seq, payload: data.body), tag: token,
+                           then: .inboundStored(session: data.session, seq: data.seq))]
                 + (flow ? session.pauseIfInboxFull(limit: limits.inboxMessages) : [])
         } ?? [.send(.error(ErrorFrame(session: data.session, code: .unknownSession, message: "session is not open")))]
     }
@@ -72,7 +72,7 @@ extension SessionRouter {
                     ackFlushScheduled = true
                     actions.append(.scheduleAckFlush)
                 }
-                actions += session.dropUnattended(flow: flow, budget: &budget)
+                actions += session.dropUnattended(flow: flow, budget: &budget, tokens: &tokens)
                 if flow { actions += session.pauseIfInboxFull(limit: limits.inboxMessages) }
                 return actions
             }

@@ -1,4 +1,5 @@
 import AgentIPC
+import AgentStore
 import IMLink
 import NIOCore
 
@@ -7,7 +8,7 @@ extension SessionRouter {
     // MARK: Outbound
 
     mutating func outboundStored(client: UInt64, request: UInt32, session id: UInt64, seq: UInt64, token: UInt64,
-                                         _ result: Result<Void, SessionPersistenceError>) -> [SessionAction] {
+                                 _ result: Result<Void, SessionPersistenceError>) -> [SessionAction] {
         func notStored(_ error: SessionPersistenceError) -> SessionAction {
             .fail(client: client, request: request, error == .full ? .queueFull : .internal, "message not stored: \(error)")
         }
@@ -100,13 +101,13 @@ extension SessionRouter {
                 let message = session.outboxWindow[session.outboxWindow.index(session.outboxWindow.startIndex, offsetBy: session.transmittedCount)]
                 if message.seq > session.heldThroughSeq, let deadline = message.deadlineMS, deadline <= now {
                     actions += session.giveUp(at: session.transmittedCount, code: .expired,
-                                              reason: "its TTL passed before it reached the server", budget: &budget)
+                                              reason: "its TTL passed before it reached the server", budget: &budget, tokens: &tokens)
                     continue
                 }
                 if message.bytes > Int(link.maxFrame) {
                     actions += session.giveUp(at: session.transmittedCount, code: .payloadTooLarge,
                                               reason: "\(message.bytes) bytes exceed the server's MAX_FRAME of \(link.maxFrame) bytes",
-                                              budget: &budget)
+                                              budget: &budget, tokens: &tokens)
                     continue
                 }
                 session.heldThroughSeq = max(session.heldThroughSeq, message.seq)
@@ -140,7 +141,7 @@ extension SessionRouter {
                 if let deadline = entry.deadlineMS {
                     if entry.seq > session.heldThroughSeq, deadline <= now {
                         actions += session.giveUp(at: offset, code: .expired, reason: "its TTL passed before it reached the server",
-                                                  budget: &budget)
+                                                  budget: &budget, tokens: &tokens)
                         continue
                     }
                     waiting = true
@@ -178,7 +179,7 @@ extension SessionRouter {
     /// The server holds everything up to wire seq `wireSeq`: drop it, record
     /// it (as the IPC seq of the last message it covers), and tell the client once stored.
     /// What it covers after the window (only an OPEN_OK after a restart) comes as `span`.
-    mutating func advanceAcked(_ id: UInt64, toWire wireSeq: UInt64, beyondWindow span: StoredOutboxSpan? = nil) -> [SessionAction] {
+    mutating func advanceAcked(_ id: UInt64, toWire wireSeq: UInt64, beyondWindow span: OutboundSpan? = nil) -> [SessionAction] {
         guard let current = table[id]?.wireAckedSeq, wireSeq > current else { return [] }
         return table.modify(id) { session in
             let count = Int(min(wireSeq - session.wireAckedSeq, UInt64(session.outboxWindow.count)))
@@ -209,7 +210,7 @@ extension SessionRouter {
             session.wireAckedSeq += UInt64(covered)
             session.transmittedBytes = max(0, session.transmittedBytes - bytesInWindow)
             session.transmittedCount = max(0, session.transmittedCount - count)
-            return actions + [.persist(.markAcked(session: id, seq: seq), then: .ackedStored(session: id, seq: seq))]
+            return actions + [tokens.store(.markAcked(session: id, upTo: seq), then: .ackedStored(session: id, seq: seq))]
         }!
     }
 
@@ -245,13 +246,13 @@ extension SessionRouter {
             budget.endRead(\.outboundLoad, in: &pending)
             let token = tokens.next()
             pending.locating = Session.PendingOpenOK(token: token, lastAcked: lastAcked, window: ok.window)
-            return [.locateOutbound(session: ok.session, after: pending.loadedThroughSeq, count: covered - pending.outboxWindow.count,
-                                    token: token)]
+            return [.store(.outboundSpan(session: ok.session, after: pending.loadedThroughSeq, count: covered - pending.outboxWindow.count),
+                           tag: token, then: .located(session: ok.session))]
         }!
     }
 
     /// The session is open upstream: what the server holds is acknowledged, the rest is sent.
-    mutating func completeOpenOK(_ id: UInt64, lastAcked: UInt64, window: UInt32?, beyondWindow span: StoredOutboxSpan?) -> [SessionAction] {
+    mutating func completeOpenOK(_ id: UInt64, lastAcked: UInt64, window: UInt32?, beyondWindow span: OutboundSpan?) -> [SessionAction] {
         var actions: [SessionAction] = []
         let flow = link?.flow == true
         table.modify(id) { session in

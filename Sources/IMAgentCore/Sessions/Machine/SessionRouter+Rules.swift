@@ -6,7 +6,7 @@ import NIOCore
 extension SessionRouter {
     /// Forgets a session for good and keeps its id reserved.
     mutating func closeLocally(_ id: UInt64, tellUpstream: Bool, reason: String,
-                               then continuation: PersistContinuation) -> [SessionAction] {
+                               then continuation: StoreContinuation) -> [SessionAction] {
         guard var session = table.close(id) else { return [] }
         budget.forget(&session)
         var actions: [SessionAction] = [.watch(SessionChange(.closed, session, state: .closed, reason: reason))]
@@ -16,7 +16,7 @@ extension SessionRouter {
         if tellUpstream, !session.isFailed {
             if link != nil { actions.append(.send(.close(Close(session: id)))) } else { closeUpstream.insert(id) }
         }
-        actions.append(.persist(.close(session: id), then: continuation))
+        actions.append(tokens.store(.closeSession(id), then: continuation))
         return actions
     }
 

@@ -1,4 +1,5 @@
 import AgentIPC
+import AgentStore
 import IMLink
 import NIOCore
 
@@ -121,10 +122,12 @@ struct SessionRouter<Random: RandomNumberGenerator> {
     /// session stored with a service name `ServiceName` refuses (created before the rule):
     /// it is failed, so it never reaches the link, and its owner can read and close it.
     @discardableResult
-    mutating func restore(_ stored: StoredSessions) -> [String] {
-        table.restoreClosed(stored.closed)
+    mutating func restore(_ stored: StoreIndex) -> [String] {
+        // A failed session keeps its queues in the store (its owner may still read them) but
+        // is never opened upstream again: to the router it is closed.
+        table.restoreClosed(stored.sessions.lazy.filter { $0.record.state != .open }.map(\.record.id))
         var warnings: [String] = []
-        for session in stored.open {
+        for session in stored.sessions where session.record.state == .open {
             var restored = Session(restoring: session)
             if let refusal = ServiceName.refusal(restored.service) {
                 let text = "\(refusal); the session is never sent upstream: close it and open one with a valid name"
@@ -132,7 +135,7 @@ struct SessionRouter<Random: RandomNumberGenerator> {
                 warnings.append("session \(restored.id) of uid \(restored.owner) failed at start-up: \(text)")
             }
             table.restore(restored)
-            if restored.storeDeadlineMS != nil { sessionsWithTTL.insert(session.record.id) }
+            if restored.storeDeadlineMS != nil { sessionsWithTTL.insert(restored.id) }
         }
         return warnings
     }

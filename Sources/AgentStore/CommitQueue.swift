@@ -249,11 +249,10 @@ final class CommitQueue: Sendable {
 
     /// Waits up to `lingerTime` for a release, yielding the CPU between looks; true when one
     /// came (the drain goes on), false when the drain ends. Waking a writer that sleeps costs
-    /// a futex wake and, on a virtual machine whose CPU went idle, about 45 µs before it runs
-    /// (BENCHMARKS.md, "The writer lingers"); a request/response exchange commits twice per
-    /// round trip, each time shortly after the last commit, so the writer that is still
-    /// looking takes the next one at once. An idle daemon pays nothing: the linger follows a
-    /// commit only.
+    /// a futex wake and, on a virtual machine whose CPU went idle, a scheduler delay longer than
+    /// many looks; a request/response exchange commits twice per round trip, each time shortly
+    /// after the last commit, so the writer that is still looking takes the next one at once.
+    /// An idle daemon pays nothing: the linger follows a commit only.
     ///
     /// A yield that took longer than `busyYield` gave the processor to another thread: the
     /// machine has work for it, and the writer stops looking and sleeps.

@@ -57,14 +57,14 @@ public struct StoreConfiguration: Sendable, Hashable {
     /// Outbound messages are read back from the store shortly after they were written (the
     /// session's window streams from it); while their pages are still in this cache the read
     /// costs a copy from memory instead of a `pread` of the write-ahead log per page. The cache
-    /// is anonymous memory the daemon keeps once used: 16 MiB (about 10 % less CPU per 64 KiB
-    /// message) doubled imagentd's RssAnon while queued and after a restart in QueueMemoryTests,
-    /// so the default stays at SQLite's 2 MiB and memory stays flat first.
+    /// is anonymous memory the daemon keeps once used, and a larger one saves little CPU against
+    /// the RssAnon that QueueMemoryTests hold flat while queued and after a restart, so the default
+    /// stays at SQLite's 2 MiB.
     public var pageCacheBytes: Int
     /// How long the writer thread keeps looking for more work after a commit before it sleeps
     /// (zero: it sleeps at once). A request and its answer are committed one after the other,
     /// each about a link round trip after the last; a writer still looking takes the next at
-    /// once instead of being woken, which on a virtual machine saves tens of µs per commit.
+    /// once instead of being woken, which on a virtual machine saves a scheduler delay per commit.
     /// It yields the CPU between looks and stops as soon as another thread wants that processor;
     /// an idle daemon never lingers.
     public var writerLinger: TimeAmount

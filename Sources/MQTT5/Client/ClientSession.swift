@@ -358,7 +358,7 @@ public struct ClientSession: Sendable {
     }
 
     /// The packet's size if it is above the broker's Maximum Packet Size, else nil.
-    /// Measured in the form without a topic alias, which `aliased` falls back to.
+    /// The size is that of the form without a topic alias, which `aliased` falls back to.
     private static func oversize(_ publish: Publish, limits: BrokerLimits) -> Int? {
         let size = publish.encodedSize
         return size > limits.maximumPacketSize ? size : nil

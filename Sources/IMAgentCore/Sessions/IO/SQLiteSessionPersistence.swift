@@ -25,8 +25,8 @@ final class SQLiteSessionPersistence: SessionPersistence, StoreCompletionSink, S
     }
 
     /// How long the loop keeps running while a lone request is committed (see `linger`): at
-    /// `process` a commit takes about 0.1–0.2 ms; at `power` its fsync takes longer than a
-    /// linger worth having, and lingers there cost streams a tenth of their rate (BENCHMARKS.md).
+    /// `process` a commit takes a fraction of this; at `power` its fsync outlasts any linger
+    /// worth having, and lingering would only take processor time from streams.
     static func defaultLingerTime(_ durability: DaemonConfiguration.Durability) -> TimeAmount {
         durability == .process ? .microseconds(300) : .zero
     }
@@ -104,13 +104,12 @@ final class SQLiteSessionPersistence: SessionPersistence, StoreCompletionSink, S
     }
 
     /// While the store commits a lone request (and later its answer), the loop keeps running
-    /// instead of sleeping in `epoll_wait`, so the completion finds it awake: on a virtual
-    /// machine whose processor went idle, waking a sleeping thread costs about 45 µs
-    /// (BENCHMARKS.md, "The writer lingers"), the same the store's writer saves with its own
-    /// linger. Each look is a task on the loop, so I/O and other tasks run between looks; the
-    /// processor is yielded between them, and a look that came late (the loop or the machine
-    /// had other work) ends the linger and holds off the next for `quietAfterBusy`; the last
-    /// completion or `lingerTime` ends it too.
+    /// instead of sleeping in `epoll_wait`, so the completion finds it awake: waking a sleeping
+    /// thread, on a virtual machine whose processor went idle, costs more than the looks do,
+    /// the same wake the store's writer saves with its own linger. Each look is a task on the
+    /// loop, so I/O and other tasks run between looks; the processor is yielded between them,
+    /// and a look that came late (the loop or the machine had other work) ends the linger and
+    /// holds off the next for `quietAfterBusy`; the last completion or `lingerTime` ends it too.
     private func linger(until deadline: NIODeadline, lookedAt last: NIODeadline) {
         let now = NIODeadline.now()
         let late = now - last > Self.busyLook

@@ -3,15 +3,6 @@ import NIOCore
 /// One typed method per `StoreOperation`, each a single-operation `perform`.
 /// Use `perform` directly to make several operations atomic together.
 extension AgentStore {
-    /// A random non-zero session id never used in this database (see `SessionIDAllocator`).
-    /// Pass it to `createSession(id:)`; `createSession(id: nil)` draws one itself.
-    public func allocateSessionID(on loop: EventLoop) -> EventLoopFuture<UInt64> {
-        single(.allocateSessionID, on: loop) { result in
-            guard case .sessionID(let id) = result else { return nil }
-            return id
-        }
-    }
-
     /// Creates an open session with all counters at 0. `id` nil (or 0) draws a fresh id in
     /// the same transaction; an id already used fails with `StoreError.sessionExists`.
     public func createSession(id: UInt64? = nil, service: String, ownerUID: UInt32, priority: UInt8 = 1,
@@ -61,15 +52,6 @@ extension AgentStore {
         done(.closeSession(session), on: loop)
     }
 
-    /// Removes every outbound message whose expiry is at or before `nowMS` and returns
-    /// them, per session in seq order, for the EXPIRED events.
-    public func expireOutbound(nowMS: Int64, on loop: EventLoop) -> EventLoopFuture<[ExpiredMessage]> {
-        single(.expireOutbound(nowMS: nowMS), on: loop) { result in
-            guard case .expired(let expired) = result else { return nil }
-            return expired
-        }
-    }
-
     /// Gives up up to `limit` outbound messages of `session` after seq `after` whose expiry
     /// is at or before `nowMS` (counted in `givenUp`), and returns them with the next expiry
     /// after `after` still ahead. One indexed range of the session's messages with a TTL.
@@ -86,19 +68,6 @@ extension AgentStore {
         single(.outboundSpan(session: session, after: after, count: count), on: loop) { result in
             guard case .outboundSpan(let span) = result else { return nil }
             return span
-        }
-    }
-
-    /// Sets a metadata value (nil removes the key).
-    public func setMetadata(_ value: String?, forKey key: String, on loop: EventLoop) -> EventLoopFuture<Void> {
-        done(.setMetadata(key: key, value: value), on: loop)
-    }
-
-    /// A metadata value, or nil when the key is not set.
-    public func metadata(forKey key: String, on loop: EventLoop) -> EventLoopFuture<String?> {
-        single(.metadata(key: key), on: loop) { result in
-            guard case .metadata(let value) = result else { return nil }
-            return .some(value)
         }
     }
 
@@ -130,8 +99,8 @@ extension AgentStore {
         }
     }
 
-    /// Everything persisted, for start-up: every session (closed ones too) with its
-    /// counters and queued messages, and the metadata.
+    /// Everything persisted, for inspection and tests: every session (closed ones too)
+    /// with its counters and queued messages.
     public func load(on loop: EventLoop) -> EventLoopFuture<StoreSnapshot> {
         single(.load, on: loop) { result in
             guard case .snapshot(let snapshot) = result else { return nil }

@@ -2,8 +2,8 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 
-/// The daemon's durable memory: sessions, outbox, inbox and metadata in one
-/// SQLite database in WAL mode.
+/// The daemon's durable memory: sessions, outbox and inbox in one SQLite
+/// database in WAL mode, large payloads in segment files beside it.
 ///
 /// Every method returns at once with a future on the event loop the caller
 /// names; the SQLite work happens on the store's own writer thread, so the

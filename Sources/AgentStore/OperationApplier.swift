@@ -67,11 +67,6 @@ final class OperationApplier {
     private var closedSincePrune = 0
     private let deleteOutboxOfSession: SQLiteStatement
     private let deleteInboxOfSession: SQLiteStatement
-    private let deleteExpired: SQLiteStatement
-    private let upsertMetadata: SQLiteStatement
-    private let deleteMetadata: SQLiteStatement
-    private let selectMetadata: SQLiteStatement
-    private let selectAllMetadata: SQLiteStatement
     private let selectOutboxAfter: SQLiteStatement
     private let selectInboxAfter: SQLiteStatement
     private let selectAllOutbox: SQLiteStatement
@@ -135,14 +130,6 @@ final class OperationApplier {
             """)
         deleteOutboxOfSession = try database.prepare("DELETE FROM outbox WHERE session = ?")
         deleteInboxOfSession = try database.prepare("DELETE FROM inbox WHERE session = ?")
-        // The partial index outbox_expiry serves this; RETURNING needs SQLite 3.35.
-        deleteExpired = try database.prepare(
-            "DELETE FROM outbox WHERE expires_ms IS NOT NULL AND expires_ms <= ? RETURNING session, seq")
-        upsertMetadata = try database.prepare(
-            "INSERT INTO metadata(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
-        deleteMetadata = try database.prepare("DELETE FROM metadata WHERE key = ?")
-        selectMetadata = try database.prepare("SELECT value FROM metadata WHERE key = ?")
-        selectAllMetadata = try database.prepare("SELECT key, value FROM metadata")
         selectOutboxAfter = try database.prepare(
             "SELECT seq, expires_ms, \(Self.bytesColumn), \(Self.payloadColumns) FROM outbox WHERE session = ? AND seq > ? ORDER BY seq LIMIT ?")
         selectInboxAfter = try database.prepare(
@@ -173,8 +160,6 @@ final class OperationApplier {
     /// operation) and `SQLiteError` for a failure of the database itself.
     func apply(_ operation: StoreOperation) throws -> StoreResult {
         switch operation {
-        case .allocateSessionID:
-            return .sessionID(try allocator.draw(isUsed: sessionExists))
         case .createSession(let id, let service, let ownerUID, let priority, let durable, let createdAtMS):
             return .session(try createSession(id: id, service: service, ownerUID: ownerUID, priority: priority,
                                               durable: durable, createdAtMS: createdAtMS))
@@ -196,8 +181,6 @@ final class OperationApplier {
         case .closeSession(let session):
             try closeSession(session)
             return .done
-        case .expireOutbound(let nowMS):
-            return .expired(try expireOutbound(nowMS: nowMS))
         case .giveUpOutbound(let session, let seq):
             _ = try counters(session)
             let id = SQLiteValue.integer(Int64(bitPattern: session))
@@ -210,17 +193,6 @@ final class OperationApplier {
             return .expiredOutbound(try giveUpExpiredOutbound(session: session, after: after, nowMS: nowMS, limit: limit))
         case .outboundSpan(let session, let after, let count):
             return .outboundSpan(try outboundSpan(session: session, after: after, count: count))
-        case .setMetadata(let key, let value):
-            if let value {
-                try upsertMetadata.run([.text(key), .text(value)])
-            } else {
-                try deleteMetadata.run([.text(key)])
-            }
-            return .done
-        case .metadata(let key):
-            defer { selectMetadata.reset() }
-            try selectMetadata.bind(key, at: 1)
-            return .metadata(try selectMetadata.step() ? selectMetadata.text(at: 0) : nil)
         case .session(let id):
             try writeCounters()
             return .sessionRecord(try sessionRecord(id))
@@ -405,20 +377,6 @@ final class OperationApplier {
         setCounters(session, changed, seqsChanged: true)
     }
 
-    private func expireOutbound(nowMS: Int64) throws(SQLiteError) -> [ExpiredMessage] {
-        defer { deleteExpired.reset() }
-        try deleteExpired.bind(nowMS, at: 1)
-        deletedRows = true
-        var expired: [ExpiredMessage] = []
-        while try deleteExpired.step() {
-            expired.append(ExpiredMessage(session: UInt64(bitPattern: deleteExpired.integer(at: 0)),
-                                          seq: UInt64(bitPattern: deleteExpired.integer(at: 1))))
-        }
-        // RETURNING gives no order guarantee; EXPIRED events go out per session in seq order.
-        expired.sort { ($0.session, $0.seq) < ($1.session, $1.seq) }
-        return expired
-    }
-
     private func giveUpExpiredOutbound(session: UInt64, after: UInt64, nowMS: Int64, limit: Int) throws -> ExpiredOutbound {
         _ = try counters(session)
         let id = SQLiteValue.integer(Int64(bitPattern: session))
@@ -565,14 +523,7 @@ final class OperationApplier {
                                                             payload: try payload(selectAllInbox, at: 2)))
             }
         }
-        var metadata: [String: String] = [:]
-        do {
-            defer { selectAllMetadata.reset() }
-            while try selectAllMetadata.step() {
-                metadata[selectAllMetadata.text(at: 0) ?? ""] = selectAllMetadata.text(at: 1) ?? ""
-            }
-        }
-        return StoreSnapshot(sessions: sessions, metadata: metadata)
+        return StoreSnapshot(sessions: sessions)
     }
 
     private func loadIndex() throws -> StoreIndex {

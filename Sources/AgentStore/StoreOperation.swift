@@ -5,8 +5,6 @@ import NIOCore
 /// submissions share one transaction (group commit), each inside its own
 /// savepoint, so one submission's mistake never fails another's.
 public enum StoreOperation: Sendable, Hashable {
-    /// Draws a fresh, never-used session id (see `SessionIDAllocator`). → `.sessionID`
-    case allocateSessionID
     /// Creates an open session; `id` nil draws one in the same transaction. → `.session`
     case createSession(id: UInt64?, service: String, ownerUID: UInt32, priority: UInt8, durable: Bool, createdAtMS: Int64)
     /// Stores outbound message `seq`, which must be `sentSeq + 1`; sets `sentSeq`. → `.done`
@@ -21,8 +19,6 @@ public enum StoreOperation: Sendable, Hashable {
     case failSession(UInt64, code: UInt16?)
     /// Ends the session for good: purges both queues, state closed, id stays reserved. → `.done`
     case closeSession(UInt64)
-    /// Deletes every outbound message whose expiry is at or before `nowMS`. → `.expired`
-    case expireOutbound(nowMS: Int64)
     /// Deletes one outbound message the server never had (its TTL passed, or it is too
     /// large for the server) and counts it in the session's `givenUp`. → `.done`
     case giveUpOutbound(session: UInt64, seq: UInt64)
@@ -33,10 +29,6 @@ public enum StoreOperation: Sendable, Hashable {
     /// The last seq and the payload bytes of the first `count` outbound messages after `after`
     /// (fewer when fewer are stored): what a cumulative ACK beyond the daemon's window covers. → `.outboundSpan`
     case outboundSpan(session: UInt64, after: UInt64, count: Int)
-    /// Sets (or with nil removes) a metadata value. → `.done`
-    case setMetadata(key: String, value: String?)
-    /// Reads a metadata value. → `.metadata`
-    case metadata(key: String)
     /// Reads one session's row. → `.sessionRecord`
     case session(UInt64)
     /// Reads up to `limit` outbound messages after `after`, in seq order (resend after OPEN_OK),
@@ -45,7 +37,7 @@ public enum StoreOperation: Sendable, Hashable {
     /// Reads up to `limit` inbound messages after `after`, in seq order (redelivery after attach),
     /// stopping once `maxBytes` of payload are read (at least one message). → `.inbound`
     case inbound(session: UInt64, after: UInt64, limit: Int, maxBytes: Int)
-    /// Reads everything: every session with its queues, and the metadata. → `.snapshot`
+    /// Reads everything: every session with its queues. → `.snapshot`
     case load
     /// Reads every session with its counters and what is queued, without payloads:
     /// the daemon's start-up, whose memory must not grow with the queue. → `.index`
@@ -56,10 +48,10 @@ public enum StoreOperation: Sendable, Hashable {
     /// closes still free space while appends are refused.
     var mayGrowDatabase: Bool {
         switch self {
-        case .createSession, .appendOutbound, .appendInbound, .setMetadata: true
-        case .allocateSessionID, .markAcked, .markDelivered, .failSession, .closeSession, .expireOutbound, .giveUpOutbound,
+        case .createSession, .appendOutbound, .appendInbound: true
+        case .markAcked, .markDelivered, .failSession, .closeSession, .giveUpOutbound,
              .giveUpExpiredOutbound, .outboundSpan,
-             .metadata, .session, .outbound, .inbound, .load, .loadIndex: false
+             .session, .outbound, .inbound, .load, .loadIndex: false
         }
     }
 }
@@ -67,13 +59,10 @@ public enum StoreOperation: Sendable, Hashable {
 /// What one `StoreOperation` produced, in the same position as its operation.
 public enum StoreResult: Sendable, Hashable {
     case done
-    case sessionID(UInt64)
     case session(SessionRecord)
     case sessionRecord(SessionRecord?)
-    case expired([ExpiredMessage])
     case expiredOutbound(ExpiredOutbound)
     case outboundSpan(OutboundSpan)
-    case metadata(String?)
     case outbound([OutboundMessage])
     case inbound([InboundMessage])
     case snapshot(StoreSnapshot)

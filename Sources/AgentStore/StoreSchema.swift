@@ -92,6 +92,14 @@ enum StoreSchema {
             CREATE INDEX inbox_segment ON inbox(segment) WHERE segment IS NOT NULL;
             """
         ),
+        Migration(
+            version: 5, summary: "no metadata table and no store-wide expiry index: nothing reads or writes them",
+            // Messages expire per session (outbox_session_expiry), and the daemon keeps no key-value state here.
+            sql: """
+            DROP INDEX outbox_expiry;
+            DROP TABLE metadata;
+            """
+        ),
     ]
 
     /// The version this build writes and understands.

@@ -13,17 +13,15 @@ public struct StoredSession: Sendable, Hashable {
     }
 }
 
-/// The whole persisted state at start-up: what the daemon rebuilds its sessions from.
+/// The whole persisted state with every payload: for inspection and tests (the daemon
+/// starts from `StoreIndex`, which holds no message, so its memory does not grow with the queue).
 public struct StoreSnapshot: Sendable, Hashable {
     /// Every session ever created, closed ones included (their ids stay reserved,
     /// and OPEN of a closed id must answer SESSION_CLOSED), ordered by id.
     public var sessions: [StoredSession]
-    /// Every metadata key and value.
-    public var metadata: [String: String]
 
-    public init(sessions: [StoredSession], metadata: [String: String]) {
+    public init(sessions: [StoredSession]) {
         self.sessions = sessions
-        self.metadata = metadata
     }
 }
 

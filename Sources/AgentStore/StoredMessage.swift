@@ -24,14 +24,3 @@ public struct InboundMessage: Sendable, Hashable {
         self.payload = payload
     }
 }
-
-/// An outbound message `expireOutbound(now:)` removed, so the daemon can send EXPIRED.
-public struct ExpiredMessage: Sendable, Hashable {
-    public var session: UInt64
-    public var seq: UInt64
-
-    public init(session: UInt64, seq: UInt64) {
-        self.session = session
-        self.seq = seq
-    }
-}

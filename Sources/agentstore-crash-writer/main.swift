@@ -64,17 +64,14 @@ do {
         configuration.segmentFileBytes = 1 << 20
     }
     store = try AgentStore.open(configuration, on: loop).wait()
-    if let text = try store.metadata(forKey: "crash-writer-session", on: loop).wait(), let id = UInt64(text) {
-        guard let record = try store.session(id, on: loop).wait() else { fail("session \(id) vanished") }
-        session = id
+    // The writer's one session: found again after a kill, created on the first run.
+    let sessions = try store.loadIndex(on: loop).wait().sessions
+    if let record = sessions.first?.record {
+        guard sessions.count == 1 else { fail("\(sessions.count) sessions in the store, one expected") }
+        session = record.id
         first = record.sentSeq + 1
     } else {
-        let id = try store.allocateSessionID(on: loop).wait()
-        _ = try store.perform([
-            .createSession(id: id, service: "crash", ownerUID: 0, priority: 1, durable: true, createdAtMS: 0),
-            .setMetadata(key: "crash-writer-session", value: String(id)),
-        ], on: loop).wait()
-        session = id
+        session = try store.createSession(service: "crash", ownerUID: 0, createdAtMS: 0, on: loop).wait().id
         first = 1
     }
 } catch {

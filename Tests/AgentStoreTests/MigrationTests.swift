@@ -10,24 +10,26 @@ struct MigrationTests {
         try await reopen(directory.databasePath) { _ in }
 
         let database = try SQLiteDatabase(path: directory.databasePath)
-        #expect(try database.userVersion == 4)
+        #expect(try database.userVersion == 5)
         #expect(try database.queryText("PRAGMA journal_mode") == "wal")
         let tables = try database.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
         var names: [String] = []
         while try tables.step() { names.append(tables.text(at: 0) ?? "") }
-        #expect(names == ["inbox", "metadata", "outbox", "sessions"])
+        #expect(names == ["inbox", "outbox", "sessions"])
     }
 
     @Test func reopeningACurrentDatabase_changesNothing() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
         try await reopen(directory.databasePath) { store async throws in
-            try await store.setMetadata("agent-1", forKey: "agent_id", on: testLoop).get()
+            let record = try await store.createSession(service: "echo", ownerUID: 1, createdAtMS: 0, on: testLoop).get()
+            try await store.appendOutbound(session: record.id, seq: 1, payload: bytes("kept"), on: testLoop).get()
         }
         try await reopen(directory.databasePath) { store async throws in
-            #expect(try await store.metadata(forKey: "agent_id", on: testLoop).get() == "agent-1")
+            let sessions = try await store.load(on: testLoop).get().sessions
+            #expect(sessions.map(\.outbox.count) == [1])
         }
-        #expect(try SQLiteDatabase(path: directory.databasePath).userVersion == 4)
+        #expect(try SQLiteDatabase(path: directory.databasePath).userVersion == 5)
     }
 
     @Test func refusesADatabaseFromANewerVersion_withAClearMessage() async throws {
@@ -38,7 +40,7 @@ struct MigrationTests {
         let error = await #expect(throws: StoreError.self) {
             try await AgentStore.open(StoreConfiguration(path: directory.databasePath), on: testLoop).get()
         }
-        #expect(error == .schemaTooNew(found: 99, supported: 4, path: directory.databasePath))
+        #expect(error == .schemaTooNew(found: 99, supported: 5, path: directory.databasePath))
         #expect(error?.description.contains("run a newer imagentd or move the database aside") == true)
         // Refused without touching it.
         #expect(try SQLiteDatabase(path: directory.databasePath).userVersion == 99)

@@ -172,32 +172,6 @@ struct QueueTests {
         #expect([record?.sentSeq, record?.ackedSeq, record?.receivedSeq, record?.deliveredSeq] == [3, 1, 1, 1])
     }
 
-    @Test func expireOutbound_removesOnlyDueMessages_andReportsThemInOrder() async throws {
-        try await withStore { store, _ in
-            let a = try await store.newSession()
-            let b = try await store.newSession()
-            let (low, high) = a.id < b.id ? (a, b) : (b, a)
-            for seq in 1...4 as ClosedRange<UInt64> {
-                // Expiries 1000, 2000, 3000 and never.
-                try await store.appendOutbound(session: high.id, seq: seq, payload: bytes("h"),
-                                               expiresAtMS: seq == 4 ? nil : Int64(seq) * 1000, on: testLoop).get()
-                try await store.appendOutbound(session: low.id, seq: seq, payload: bytes("l"),
-                                               expiresAtMS: seq == 4 ? nil : Int64(seq) * 1000, on: testLoop).get()
-            }
-            #expect(try await store.expireOutbound(nowMS: 999, on: testLoop).get() == [])
-            #expect(try await store.expireOutbound(nowMS: 2000, on: testLoop).get() == [
-                ExpiredMessage(session: low.id, seq: 1), ExpiredMessage(session: low.id, seq: 2),
-                ExpiredMessage(session: high.id, seq: 1), ExpiredMessage(session: high.id, seq: 2),
-            ])
-            #expect(try await store.expireOutbound(nowMS: 2000, on: testLoop).get() == [])
-            #expect(try await store.expireOutbound(nowMS: Int64.max, on: testLoop).get().map(\.seq) == [3, 3])
-            #expect(try await store.outbound(session: low.id, after: 0, limit: 10, on: testLoop).get().map(\.seq) == [4])
-            // Expiry does not move the counters: seq 4 is still the last assigned, 0 the last acked.
-            let record = try #require(try await store.session(low.id, on: testLoop).get())
-            #expect(record.sentSeq == 4 && record.ackedSeq == 0)
-        }
-    }
-
     @Test func emptyAndLargePayloads_roundTrip() async throws {
         try await withStore { store, _ in
             let session = try await store.newSession()

@@ -2,7 +2,7 @@ import AgentStore
 import NIOCore
 import Testing
 
-@Suite("Sessions and metadata")
+@Suite("Sessions")
 struct SessionLifecycleTests {
     @Test func createdSession_startsOpenWithZeroCounters() async throws {
         try await withStore { store, _ in
@@ -30,12 +30,10 @@ struct SessionLifecycleTests {
             try await store.markAcked(session: first.id, upTo: 2, on: testLoop).get()
             try await store.markDelivered(session: first.id, upTo: 3, on: testLoop).get()
             try await store.failSession(second.id, code: 10, on: testLoop).get()
-            try await store.setMetadata("agent-42", forKey: "agent_id", on: testLoop).get()
             return (first, second)
         }
 
         let snapshot = try await reopen(directory.databasePath) { store in try await store.load(on: testLoop).get() }
-        #expect(snapshot.metadata == ["agent_id": "agent-42"])
         let sessions = Dictionary(uniqueKeysWithValues: snapshot.sessions.map { ($0.record.id, $0) })
         let echo = try #require(sessions[first.id])
         #expect(echo.record.service == "echo" && echo.record.ownerUID == 1000 && echo.record.state == .open)
@@ -94,7 +92,6 @@ struct SessionLifecycleTests {
                     ids.append(record.id)
                     if index % 2 == 0 { try await store.closeSession(record.id, on: testLoop).get() }
                 }
-                ids.append(try await store.allocateSessionID(on: testLoop).get())
                 return ids
             }
             #expect(ids.allSatisfy { $0 != 0 }, "round \(round)")
@@ -106,11 +103,9 @@ struct SessionLifecycleTests {
         #expect(sessions.count == 600)
     }
 
-    @Test func allocatedID_canBeCreatedOnce() async throws {
+    @Test func aDrawnID_canBeCreatedOnce() async throws {
         try await withStore { store, _ in
-            let id = try await store.allocateSessionID(on: testLoop).get()
-            let record = try await store.createSession(id: id, service: "echo", ownerUID: 5, createdAtMS: 0, on: testLoop).get()
-            #expect(record.id == id)
+            let id = try await store.createSession(service: "echo", ownerUID: 5, createdAtMS: 0, on: testLoop).get().id
             await #expect(throws: StoreError.sessionExists(id)) {
                 try await store.createSession(id: id, service: "echo", ownerUID: 5, createdAtMS: 0, on: testLoop).get()
             }
@@ -125,17 +120,6 @@ struct SessionLifecycleTests {
             try await store.appendOutbound(session: high, seq: 1, payload: bytes("x"), on: testLoop).get()
             #expect(try await store.session(high, on: testLoop).get()?.sentSeq == 1)
             #expect(try await store.load(on: testLoop).get().sessions.map(\.record.id) == [high])
-        }
-    }
-
-    @Test func metadata_setsReplacesAndRemoves() async throws {
-        try await withStore { store, _ in
-            #expect(try await store.metadata(forKey: "agent_id", on: testLoop).get() == nil)
-            try await store.setMetadata("a", forKey: "agent_id", on: testLoop).get()
-            try await store.setMetadata("b", forKey: "agent_id", on: testLoop).get()
-            #expect(try await store.metadata(forKey: "agent_id", on: testLoop).get() == "b")
-            try await store.setMetadata(nil, forKey: "agent_id", on: testLoop).get()
-            #expect(try await store.metadata(forKey: "agent_id", on: testLoop).get() == nil)
         }
     }
 

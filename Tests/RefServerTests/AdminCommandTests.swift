@@ -14,6 +14,8 @@ struct AdminCommandTests {
         ("fail-login 6 250 3", .failLogin(code: .overloaded, retryAfterMS: 250, count: 3)),
         ("drop", .drop),
         ("drop-after 4", .dropAfter(frames: 4)),
+        ("drop-on-data 7", .dropOnData(session: 7)),
+        ("drop-on-data OFF", .dropOnData(session: nil)),
         ("stall on", .stall(true)),
         ("STALL off", .stall(false)),
         ("nat-timeout 1.5", .natTimeout(.milliseconds(1500))),
@@ -27,7 +29,7 @@ struct AdminCommandTests {
         #expect(try AdminCommand.parse(line) == command)
     }
 
-    @Test(arguments: ["", "fly", "goaway NOPE", "drop-after 0", "drop-after x", "stall maybe", "nat-timeout -1",
+    @Test(arguments: ["", "fly", "goaway NOPE", "drop-after 0", "drop-after x", "drop-on-data", "drop-on-data x", "stall maybe", "nat-timeout -1",
                       "heartbeat 0", "push all 1 2", "fail-login", "stats now"])
     func parse_refusesMalformedLines(line: String) {
         #expect(throws: AdminCommandError.self) { try AdminCommand.parse(line) }

@@ -143,7 +143,7 @@ struct ExecutableTests {
     @Test("--help documents every admin command", .timeLimit(.minutes(1)))
     func help_listsEveryAdminCommand() async throws {
         let text = try await ChildProcess.run(try Self.binaryPath(), ["--help"], limit: .seconds(30)).stdout
-        for command in ["goaway", "fail-login", "drop", "drop-after", "stall on|off", "nat-timeout", "heartbeat MS", "advertise-heartbeat MS|off",
+        for command in ["goaway", "fail-login", "drop", "drop-after", "drop-on-data SESSION|off", "stall on|off", "nat-timeout", "heartbeat MS", "advertise-heartbeat MS|off",
                         "push SESSION|all", "stats", "--listen", "--token-file", "--state", "--admin-socket",
                         "--tls-cert", "--push-rate", "--log-level"] {
             #expect(text.contains(command), "--help does not mention \(command)")

@@ -60,7 +60,7 @@ extension LinkEngineCore {
             heartbeatTimer = nil
             connectedSinceUnixMS = nil
             traffic.linkLost(machine.lastFailure)
-            sessionDelegate?.linkLost(reason: reason)
+            sessionDelegate?.linkLost(reason: reason, cause: machine.lastFailure)
         }
         var snapshot = status
         snapshot.state = to.shortName

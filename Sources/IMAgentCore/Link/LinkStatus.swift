@@ -74,8 +74,9 @@ protocol LinkSessionDelegate: AnyObject {
     /// LOGIN_OK: send OPEN for every session, then resend unacknowledged DATA.
     /// `serverKeepsAcknowledged`: false for MQTT, whose OPEN_OK says 0 after a restart.
     func linkEstablished(negotiated: HelloResult, serverMaxFrame: UInt32, serverKeepsAcknowledged: Bool)
-    /// The link is gone; nothing can be sent until the next `linkEstablished`.
-    func linkLost(reason: String)
+    /// The link is gone; nothing can be sent until the next `linkEstablished`. `cause`: the class
+    /// of the failure that ended it; nil when nothing failed (a user's command, a new token, stopping).
+    func linkLost(reason: String, cause: ReconnectPolicy.FailureClass?)
     /// OPEN_OK, OPEN_FAIL, DATA, ACK, WINDOW, CLOSE, or ERROR with a session id.
     func received(_ frame: Frame)
 }

@@ -19,6 +19,9 @@ public enum AdminCommand: Hashable, Sendable {
     case drop
     /// Close each current connection once it has received `frames` more frames.
     case dropAfter(frames: Int)
+    /// Close any connection, without handling it, whenever DATA of this session arrives (a
+    /// message the server cannot take); nil switches it off.
+    case dropOnData(session: UInt64?)
     /// Stop (true) or resume (false) reading from every socket.
     case stall(Bool)
     /// Black-hole connections idle both ways for this long; nil switches it off.
@@ -44,6 +47,9 @@ public enum AdminCommand: Hashable, Sendable {
             close every connection now
         drop-after N
             close each current connection after it has received N more frames
+        drop-on-data SESSION|off
+            close any connection, without handling the frame, whenever DATA
+            of session SESSION arrives on it, until off
         stall on|off
             stop reading from every socket, new ones too / resume reading
         nat-timeout SECONDS|off
@@ -101,6 +107,10 @@ public enum AdminCommand: Hashable, Sendable {
             let frames: Int = try number(arguments[0], "N")
             guard frames > 0 else { throw AdminCommandError("drop-after needs N ≥ 1") }
             return .dropAfter(frames: frames)
+        case "drop-on-data":
+            try expect(arguments, count: 1...1, usage: "drop-on-data SESSION|off")
+            if arguments[0].lowercased() == "off" { return .dropOnData(session: nil) }
+            return .dropOnData(session: try number(arguments[0], "SESSION"))
         case "stall":
             try expect(arguments, count: 1...1, usage: "stall on|off")
             return .stall(try onOff(arguments[0]))

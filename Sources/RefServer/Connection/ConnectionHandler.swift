@@ -92,6 +92,11 @@ final class ConnectionHandler: ChannelDuplexHandler {
             }
             guard let frame else { break }
             core.statistics.framesIn += 1
+            if case .data(let data) = frame, data.session == core.knobs.dropOnDataSession {
+                core.logger.info("connection \(id) received DATA of session \(data.session) (drop-on-data): closing it")
+                closeSilently()
+                return
+            }
             perform(machine.received(frame))
             if let remaining = framesUntilDrop {
                 framesUntilDrop = remaining - 1

@@ -16,5 +16,7 @@ struct Knobs: Sendable {
     var advertisedHeartbeatMS: UInt32?
     var failLogin: FailLogin?
     var stalled = false
+    /// Connections close when DATA of this session arrives (`drop-on-data`).
+    var dropOnDataSession: UInt64?
     var natTimeout: TimeAmount?
 }

@@ -30,6 +30,9 @@ extension ServerCore {
         case .dropAfter(let frames):
             for handler in connections.values { handler.framesUntilDrop = frames }
             return "ok \(connections.count) connections close after \(frames) more frames"
+        case .dropOnData(let session):
+            knobs.dropOnDataSession = session
+            return session.map { "ok connections close when DATA of session \($0) arrives" } ?? "ok drop-on-data off"
         case .stall(let on):
             knobs.stalled = on
             if !on {
@@ -60,7 +63,7 @@ extension ServerCore {
         case .stats:
             return "ok " + statsJSON()
         case .help:
-            return "ok commands: goaway, fail-login, drop, drop-after, stall, nat-timeout, heartbeat, advertise-heartbeat, push, stats, help"
+            return "ok commands: goaway, fail-login, drop, drop-after, drop-on-data, stall, nat-timeout, heartbeat, advertise-heartbeat, push, stats, help"
         }
     }
 

@@ -49,8 +49,9 @@ extension SessionRouter {
         linkEstablished(flow: flow, maxFrame: maxFrame, serverKeepsAcknowledged: serverKeepsAcknowledged, now: now)
     }
 
-    mutating func linkLost() -> [SessionAction] {
-        linkLost(now: now)
+    /// By default the server's side ends the link, the only loss `PoisonWatch` counts.
+    mutating func linkLost(byServer: Bool = true) -> [SessionAction] {
+        linkLost(byServer: byServer, now: now)
     }
 
     mutating func linkStateChanged(_ state: LinkStateValue) -> [SessionAction] {

@@ -42,6 +42,9 @@ final class SessionService: LinkSessionDelegate {
     var redeliveredTotal: Int { router.redeliveredTotal }
     /// The last of them, with its time (ms since the Unix epoch), for STATUS.
     private(set) var lastStoreFailure: (text: String, atMS: Int64)?
+    /// The daemon is dropping the link itself (its store failed, the server broke the session
+    /// protocol): the loss that follows is no message's doing (`PoisonWatch`).
+    private var droppingLink = false
 
     init(limits: SessionLimits, persistence: SessionPersistence, link: LinkEngine, loop: EventLoop, logger: Logger) {
         self.loop = loop
@@ -158,6 +161,30 @@ final class SessionService: LinkSessionDelegate {
         return result
     }
 
+    /// STATUS's failed sessions, inside its `sessions` object: `failed`, how many (refused by the
+    /// server, or quarantined), and `failed_sessions`, the first 16 by id with the reason their owner
+    /// reads; `owner`'s only unless nil. For the whole daemon (`owner` nil) also `refused_total`
+    /// and `quarantined_total`, since it started.
+    func writeFailedSessions(into json: inout JSONWriter, owner: UInt32?) {
+        var failed: [(session: UInt64, service: String, reason: String)] = []
+        for session in router.table.all where owner == nil || session.owner == owner {
+            if case .failed(_, let reason) = session.upstream { failed.append((session.id, session.service, reason)) }
+        }
+        json.field("failed", failed.count)
+        json.beginArray("failed_sessions")
+        for session in failed.sorted(by: { $0.session < $1.session }).prefix(16) {
+            json.beginObject()
+            json.field("session", session.session)
+            json.field("service", session.service)
+            json.field("reason", session.reason)
+            json.endObject()
+        }
+        json.endArray()
+        guard owner == nil else { return }
+        json.field("refused_total", router.refusedTotal)
+        json.field("quarantined_total", router.quarantinedTotal)
+    }
+
     /// Payload bytes queued outbound, and payload bytes held in memory (the windows).
     var queueBytes: (outbox: Int, memory: Int) {
         (router.outboxBytesTotal, router.budget.held)
@@ -174,8 +201,12 @@ final class SessionService: LinkSessionDelegate {
                                    serverKeepsAcknowledged: serverKeepsAcknowledged, now: Self.now))
     }
 
-    func linkLost(reason: String) {
-        run(router.linkLost(now: Self.now))
+    func linkLost(reason: String, cause: ReconnectPolicy.FailureClass?) {
+        // Only the server's side ending the link can be a message's doing: not a silent path, an
+        // overloaded server, a user's command, nor the daemon dropping the link itself.
+        let byServer = cause == .serverRefusing && !droppingLink
+        droppingLink = false
+        run(router.linkLost(byServer: byServer, now: Self.now))
     }
 
     func received(_ frame: Frame) {
@@ -188,6 +219,7 @@ final class SessionService: LinkSessionDelegate {
             data.compressed = false
             run(router.received(.data(data), now: Self.now))
         } catch {
+            droppingLink = true
             link.sessionProtocolViolation("DATA for session \(data.session) seq \(data.seq) does not inflate: \(error)")
         }
     }
@@ -249,6 +281,7 @@ final class SessionService: LinkSessionDelegate {
             run(router.batchWritten(session: session, client: clientID, writable: client.isWritable, now: Self.now))
         case .dropLink(let reason):
             logger.warning("dropping the link", metadata: ["reason": "\(reason)"])
+            droppingLink = true
             link.sessionProtocolViolation(reason)
         case .clientReading(let client, let on):
             clients[client]?.setReading(on)
@@ -260,6 +293,7 @@ final class SessionService: LinkSessionDelegate {
             lastStoreFailure = (reason, Int64(WallClock.nowMS()))
             logger.error("the local store failed; dropping the link to resume from what is stored (no ERROR to the server)",
                          metadata: ["reason": "\(reason)"])
+            droppingLink = true
             link.localFailure(reason)
         case .scheduleAckFlush:
             // One ACK per session for everything stored in this turn of the loop.

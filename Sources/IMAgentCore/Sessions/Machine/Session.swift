@@ -37,6 +37,10 @@ struct Session {
         /// When ACCEPTED went to its client, for the send→ACK latency; nil when it
         /// was read back from the store (after a restart, or queued past the window).
         var acceptedAt: ContinuousClock.Instant? = nil
+        /// When it was last written on a link, and its place among every DATA written
+        /// (`PoisonWatch`); nil until it is.
+        var writtenAt: ContinuousClock.Instant? = nil
+        var writeOrder: UInt64 = 0
         var bytes: Int { payload.readableBytes }
     }
 
@@ -62,8 +66,10 @@ struct Session {
         /// OPEN sent, OPEN_OK not yet received.
         case opening
         case open
-        /// OPEN_FAIL (other than SESSION_CLOSED): the server refuses it; nothing is sent again.
-        case failed(code: UInt16, message: String)
+        /// Refused (OPEN_FAIL other than SESSION_CLOSED, with the server's `code`; a service name
+        /// imagentd refuses) or quarantined (`PoisonWatch`): nothing is sent upstream again.
+        /// `message` is the whole sentence its owner reads (SESSION_STATE, SEND's error, SESSIONS).
+        case failed(code: UInt16?, message: String)
     }
 
     /// What one message in a window costs beside its payload (its entry, the buffer's
@@ -100,6 +106,8 @@ struct Session {
     /// The client connection this session is attached to.
     var attachedClient: UInt64?
     var upstream: Upstream = .idle
+    /// Link losses its oldest unacknowledged message was in flight for.
+    var poison = PoisonWatch()
 
     // Outbound.
     /// The highest seq handed to persistence (the next SEND gets this + 1).

@@ -97,11 +97,8 @@ extension SessionRouter {
             if let other = session.attachedClient, other != client.id {
                 return [.fail(client: client.id, request: request, .sessionBusy, "session \(send.session) is attached to another client")]
             }
-            if case .failed(let code, let message) = session.upstream {
-                // A session failed at start-up for its name was refused here, not by the server.
-                let text = ServiceName.refusal(session.service) != nil ? message
-                    : "the server refused the session (\(WireCode(rawValue: code))): \(message)"
-                return [.fail(client: client.id, request: request, .upstreamRejected, text)]
+            if case .failed(_, let message) = session.upstream {
+                return [.fail(client: client.id, request: request, .upstreamRejected, message)]
             }
             guard send.payload.readableBytes <= limits.maxPayloadBytes else {
                 return [.fail(client: client.id, request: request, .payloadTooLarge,

@@ -61,9 +61,12 @@ extension SessionRouter {
         return settle(establishLink(flow: flow, maxFrame: maxFrame, serverKeepsAcknowledged: serverKeepsAcknowledged))
     }
 
-    mutating func linkLost(now: SessionTime) -> [SessionAction] {
+    /// `byServer`: the server's side ended the link (closed or reset it, ERROR, GOAWAY), so the
+    /// messages in flight may be why (`PoisonWatch`); false for a silent path, an overloaded
+    /// server, a user's command or the daemon's own drop.
+    mutating func linkLost(byServer: Bool, now: SessionTime) -> [SessionAction] {
         self.now = now
-        return settle(loseLink())
+        return settle(loseLink(byServer: byServer))
     }
 
     /// LINK_STATE to every client with a session attached.

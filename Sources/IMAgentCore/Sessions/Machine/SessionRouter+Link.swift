@@ -26,12 +26,19 @@ extension SessionRouter {
         return actions
     }
 
-    mutating func loseLink() -> [SessionAction] {
+    mutating func loseLink(byServer: Bool) -> [SessionAction] {
         link = nil
+        let lostAt = now.instant
         var actions: [SessionAction] = []
+        var reached: [PoisonWatch.Suspect] = []
         for id in table.idsByPriority {
             table.modify(id) { session in
                 guard !session.isFailed else { return }
+                // Its oldest unacknowledged message was on this link: one more loss it was in flight for.
+                if byServer, session.transmittedCount > 0, let oldest = session.outboxWindow.first, let writtenAt = oldest.writtenAt,
+                   session.poison.linkLost(oldestUnacked: oldest.seq, writtenAt: writtenAt, lostAt: lostAt) {
+                    reached.append(.init(session: id, seq: oldest.seq, writeOrder: oldest.writeOrder))
+                }
                 let wasOpen = session.upstream == .open
                 session.upstream = .idle
                 // Nothing in flight survives the link: OPEN_OK says where to resume.
@@ -45,7 +52,13 @@ extension SessionRouter {
                 actions.append(.watch(SessionChange(.state, session, reason: "the link is down")))
             }
         }
-        return actions
+        guard let culprit = PoisonWatch.culprit(reached), let owner = table[culprit.session]?.owner else { return actions }
+        quarantinedTotal += 1
+        let reason = "quarantined: the link was lost \(PoisonWatch.quarantineAfter) times in a row just after seq \(culprit.seq) "
+            + "of this session went to the server, which never acknowledged it; nothing more of the session is sent upstream: "
+            + "close it, or restart imagentd to try it again"
+        return actions + [.log(.warning, "session \(culprit.session) of uid \(owner) \(reason)")]
+            + failSession(culprit.session, code: nil, reason: reason)
     }
 
     /// LINK_STATE to every client with a session attached.

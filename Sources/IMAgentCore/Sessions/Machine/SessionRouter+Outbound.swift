@@ -91,6 +91,7 @@ extension SessionRouter {
     /// here instead: it was never on this link, and OPEN_OK said the server lacks it.
     mutating func transmit(_ id: UInt64) -> [SessionAction] {
         guard let link, table[id]?.upstream == .open else { return [] }
+        let instant = now.instant
         let now = now.wallMS
         return table.modify(id) { session in
             var actions: [SessionAction] = []
@@ -98,7 +99,8 @@ extension SessionRouter {
                 if let window = session.sendWindow, session.transmittedCount >= Int(window) { break }
                 // The ACKs of what is ahead on the link call this again.
                 if session.transmittedCount > 0, session.transmittedBytes >= Session.linkAheadBytes { break }
-                let message = session.outboxWindow[session.outboxWindow.index(session.outboxWindow.startIndex, offsetBy: session.transmittedCount)]
+                let index = session.outboxWindow.index(session.outboxWindow.startIndex, offsetBy: session.transmittedCount)
+                let message = session.outboxWindow[index]
                 if message.seq > session.heldThroughSeq, let deadline = message.deadlineMS, deadline <= now {
                     actions += session.giveUp(at: session.transmittedCount, code: .expired,
                                               reason: "its TTL passed before it reached the server", budget: &budget, tokens: &tokens)
@@ -112,6 +114,9 @@ extension SessionRouter {
                 }
                 session.heldThroughSeq = max(session.heldThroughSeq, message.seq)
                 if message.seq <= session.transmittedThroughSeq { resentTotal += 1 } else { session.transmittedThroughSeq = message.seq }
+                linkWrites += 1
+                session.outboxWindow[index].writtenAt = instant
+                session.outboxWindow[index].writeOrder = linkWrites
                 session.transmittedCount += 1
                 session.transmittedBytes += message.bytes
                 let wireSeq = session.wireAckedSeq + UInt64(session.transmittedCount)
@@ -206,6 +211,7 @@ extension SessionRouter {
             session.outboxStored -= covered
             session.outboxBytes -= bytes
             session.serverAckedSeq = seq
+            session.poison.acknowledged(through: seq)
             session.loadedThroughSeq = max(session.loadedThroughSeq, seq)
             session.wireAckedSeq += UInt64(covered)
             session.transmittedBytes = max(0, session.transmittedBytes - bytesInWindow)
@@ -293,16 +299,24 @@ extension SessionRouter {
             return actions
         }
         // FORBIDDEN or anything else: this session only fails; the link and the others go on.
-        let change = table.modify(fail.session) { session in
-            session.upstream = .failed(code: fail.code.rawValue, message: text)
+        refusedTotal += 1
+        return [.log(.warning, "server refused session \(fail.session) (\(fail.code)): \(text)")]
+            + failSession(fail.session, code: fail.code.rawValue, reason: "the server refused the session (\(fail.code)): \(text)")
+    }
+
+    /// The session fails: nothing more of it goes upstream, on this link or a later one, and its
+    /// owner reads `reason` (SESSION_STATE now, SEND's error and SESSIONS later) until it closes
+    /// the session. The link and the other sessions go on.
+    mutating func failSession(_ id: UInt64, code: UInt16?, reason: String) -> [SessionAction] {
+        guard let (client, change) = table.modify(id, { session -> (UInt64?, SessionChange) in
+            session.upstream = .failed(code: code, message: reason)
             session.releaseWindows(budget: &budget)
-            budget.stopWaiting(fail.session)
-            return SessionChange(.state, session, reason: "the server refused the session (\(fail.code)): \(text)")
-        }!
-        actions.append(.log(.warning, "server refused session \(fail.session) (\(fail.code)): \(text)"))
+            budget.stopWaiting(id)
+            return (session.attachedClient, SessionChange(.state, session, reason: reason))
+        }) else { return [] }
+        var actions: [SessionAction] = []
         if let client {
-            actions.append(.event(client: client, .sessionState(.init(session: fail.session, state: .failed, code: .upstreamRejected,
-                                                                      message: "the server refused the session (\(fail.code)): \(text)"))))
+            actions.append(.event(client: client, .sessionState(.init(session: id, state: .failed, code: .upstreamRejected, message: reason))))
         }
         actions.append(.watch(change))
         return actions

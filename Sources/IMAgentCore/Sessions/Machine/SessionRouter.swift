@@ -101,6 +101,12 @@ struct SessionRouter<Random: RandomNumberGenerator> {
     var receivedTotal = 0
     var resentTotal = 0
     var redeliveredTotal = 0
+    /// Sessions the server refused (OPEN_FAIL, a broker's PUBACK refusal) and sessions quarantined
+    /// (`PoisonWatch`) in this process, for STATUS.
+    var refusedTotal = 0
+    var quarantinedTotal = 0
+    /// DATA frames written on links so far: each one's place, for `PoisonWatch.culprit`.
+    var linkWrites: UInt64 = 0
     var limits: SessionLimits {
         didSet {
             budget.limit = limits.memoryBudgetBytes
@@ -131,7 +137,7 @@ struct SessionRouter<Random: RandomNumberGenerator> {
             var restored = Session(restoring: session)
             if let refusal = ServiceName.refusal(restored.service) {
                 let text = "\(refusal); the session is never sent upstream: close it and open one with a valid name"
-                restored.upstream = .failed(code: WireCode.forbidden.rawValue, message: text)
+                restored.upstream = .failed(code: nil, message: text)
                 warnings.append("session \(restored.id) of uid \(restored.owner) failed at start-up: \(text)")
             }
             table.restore(restored)

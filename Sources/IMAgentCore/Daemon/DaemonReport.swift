@@ -53,6 +53,7 @@ struct DaemonReport {
         json.field("outbox", counts.outbox)
         json.field("inbox", counts.inbox)
         json.field("outbox_bytes", counts.outboxBytes)
+        sessions.writeFailedSessions(into: &json, owner: owner)
         json.endObject()
         // The store is the daemon's, not one user's, and the memory it holds reflects every
         // user's traffic: admins only.

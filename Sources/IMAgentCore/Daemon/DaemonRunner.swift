@@ -4,17 +4,27 @@ import Glibc
 import Logging
 import NIOCore
 import NIOPosix
+import ServiceLifecycle
 import UnixSignals
 
 /// Starts the daemon's parts in dependency order (store, sessions, link, IPC),
-/// runs until SIGTERM or SIGINT, and stops them in reverse order: the IPC
-/// server stops accepting, clients are told, the link closes cleanly, the
-/// store flushes, and the loop ends.
+/// then runs them as a `ServiceGroup` until SIGTERM or SIGINT, which stops them
+/// in reverse order: systemd hears STOPPING=1, the IPC server and the metrics
+/// endpoint stop accepting, clients are told, the link closes cleanly, the store
+/// finishes what is queued, and the loop ends. Parts still stopping after
+/// `orderlyShutdown` are cancelled; a daemon still not stopped after
+/// `shutdownDeadline`, or signalled again, ends at once with status 1. Nothing
+/// acknowledged is lost either way: ACCEPTED and ACK follow the store's commit.
 enum DaemonRunner {
+    /// How long the parts have to stop one after the other before the rest is cancelled.
+    static let orderlyShutdown: Duration = .seconds(10)
+    /// When the process ends whatever is left, well within the units' `TimeoutStopSec=30s`.
+    static let shutdownDeadline: Duration = .seconds(15)
+
     static func run(configuration: DaemonConfiguration, reload: (@Sendable () throws -> DaemonConfiguration)?,
                     configPath: String = "the configuration file",
                     passedSockets: [Int32], logLevel: LiveLogLevel, logger: Logger) async throws {
-        let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint, .sighup)
+        let reloads = await UnixSignalsSequence(trapping: .sighup)
         let group = MultiThreadedEventLoopGroup.singleton  // imagentd's one event loop thread, which runs Swift concurrency's jobs too
         let loop = group.next()
         let notifier = SystemdNotifier()
@@ -100,15 +110,25 @@ enum DaemonRunner {
         let readyLine = try await loop.submit { core.value.systemdStatusLine }.get()
         notifier.ready(status: unconfigured == nil ? "link starting; IPC on \(configuration.ipc.socket)" : readyLine)
         link.start()
-        let watchdog = notifier.watchdogInterval.map { interval in
-            loop.scheduleRepeatedTask(initialDelay: .zero, delay: TimeAmount(interval)) { _ in
-                notifier.watchdogPing()
-            }
-        }
         logger.info("imagentd \(DaemonCore.version) started", metadata: ["socket": "\(configuration.ipc.socket)"])
 
-        for await signal in signals {
-            if signal == .sighup {
+        // Stopped in reverse order: the last part first.
+        var parts: [DaemonPart] = [
+            DaemonPart("store") { try? await persistence.close().get() },
+            DaemonPart("link") {
+                // A reload's reconnect still under way finishes first, so that shutdown closes the link it made.
+                if let relink = try? await loop.submit({ core.value.pendingRelink }).get() { await relink.value }
+                await link.shutdown()
+            },
+            DaemonPart("clients") { try? await loop.submit { core.value.closeAllClients() }.get() },
+            DaemonPart("ipc") { await server.stop() },
+        ]
+        if let metricsEndpoint { parts.append(DaemonPart("metrics endpoint") { await metricsEndpoint.stop() }) }
+        parts.append(DaemonPart("systemd", run: {
+            let watchdog = notifier.watchdogInterval.map { interval in
+                loop.scheduleRepeatedTask(initialDelay: .zero, delay: TimeAmount(interval)) { _ in notifier.watchdogPing() }
+            }
+            for await _ in reloads.cancelOnGracefulShutdown() {
                 notifier.reloading()
                 // STATUS= goes back to the link's sentence, whether the reload worked or not.
                 let line = try? await loop.submit {
@@ -116,23 +136,57 @@ enum DaemonRunner {
                     return core.value.systemdStatusLine
                 }.get()
                 notifier.ready(status: line ?? "configuration reload interrupted")
-                continue
             }
-            logger.notice("shutting down", metadata: ["signal": "\(signal)"])
-            break
-        }
-
-        notifier.stopping()
-        watchdog?.cancel()
-        await server.stop()
-        await metricsEndpoint?.stop()
-        try? await loop.submit { core.value.closeAllClients() }.get()
-        // A reload's reconnect still under way finishes first, so that shutdown closes the link it made.
-        if let relink = try? await loop.submit({ core.value.pendingRelink }).get() { await relink.value }
-        await link.shutdown()
-        // Last: every commit already queued finishes before the file closes.
-        try? await persistence.close().get()
+            watchdog?.cancel()
+        }, stop: {
+            logger.notice("shutting down")
+            notifier.stopping()
+            endAtOnce(after: shutdownDeadline, logger: logger)
+        }))
+        var running = ServiceGroupConfiguration(services: parts.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) },
+                                                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        running.maximumGracefulShutdownDuration = orderlyShutdown
+        try await ServiceGroup(configuration: running).run()
         try? await group.shutdownGracefully()
         logger.info("imagentd stopped")
+    }
+}
+
+extension DaemonRunner {
+    /// From the start of a shutdown: a second SIGTERM or SIGINT, or `deadline`, ends the
+    /// process at once, whatever is still stopping.
+    static func endAtOnce(after deadline: Duration, logger: Logger) {
+        Task {
+            for await signal in await UnixSignalsSequence(trapping: .sigterm, .sigint) {
+                logger.warning("\(signal) while shutting down: ending now")
+                _exit(1)
+            }
+        }
+        Task {
+            try await Task.sleep(for: deadline)
+            logger.error("still shutting down after \(deadline.components.seconds) s: ending now")
+            _exit(1)
+        }
+    }
+}
+
+/// One part of the running daemon as a service of its `ServiceGroup`: it runs `run`
+/// (or nothing), and stops with `stop` on the group's graceful shutdown.
+struct DaemonPart: Service, CustomStringConvertible {
+    let description: String
+    private let body: @Sendable () async -> Void
+    private let stop: @Sendable () async -> Void
+
+    init(_ name: String, run body: @escaping @Sendable () async -> Void = {}, stop: @escaping @Sendable () async -> Void) {
+        description = name
+        self.body = body
+        self.stop = stop
+    }
+
+    func run() async throws {
+        await body()
+        // Returns on graceful shutdown; cancellation (past the deadline) ends the wait too.
+        try? await gracefulShutdown()
+        await stop()
     }
 }

@@ -103,3 +103,23 @@ import Testing
             == "FAIL  certificate: the server's certificate expired on 1970-04-11 00:00:00 UTC; tell the server's operator")
     }
 }
+
+/// `imagent status`'s lines for failed sessions (`sessions.failed_sessions`).
+@Suite struct StatusFailedSessionsTests {
+    @Test func aQuarantinedSession_isListedWithItsReason_escaped() throws {
+        let status = try JSONParser.parse(#"{"link":{"state":"connected"},"daemon":{},"sessions":{"count":2,"failed":1,"#
+            + #""failed_sessions":[{"session":7,"service":"x\u001b[31m","reason":"quarantined: the link was lost 3 times"}],"#
+            + #""refused_total":0,"quarantined_total":1}}"#)
+        let lines = StatusCommand.render(status)
+        #expect(lines.contains { $0.hasPrefix("failed:") && $0.hasSuffix("1 sessions; since start 0 refused by the server, 1 quarantined") },
+                "\(lines)")
+        #expect(lines.contains { $0.hasPrefix("failed session:") && $0.hasSuffix("7 (x\\u{1B}[31m): quarantined: the link was lost 3 times") },
+                "\(lines)")
+        #expect(!lines.contains { $0.contains("sessions.failed") }, "no generic copy of the same fields: \(lines)")
+    }
+
+    @Test func noFailedSession_noLines() throws {
+        let status = try JSONParser.parse(#"{"link":{},"daemon":{},"sessions":{"failed":0,"failed_sessions":[],"refused_total":0,"quarantined_total":0}}"#)
+        #expect(!StatusCommand.render(status).contains { $0.hasPrefix("failed") })
+    }
+}

@@ -55,6 +55,8 @@ struct PerUserViewTests {
             #expect(own["owner"] as? Int == Int(Self.nobody))
             #expect(own["count"] as? Int == 1 && own["outbox"] as? Int == 1, "\(own)")
             #expect(own["outbox_bytes"] as? Int == 10, "uid 65534 sees its own queued bytes only: \(own)")
+            #expect(own["failed"] as? Int == 0 && own["refused_total"] == nil && own["quarantined_total"] == nil,
+                    "uid 65534 sees its own failed sessions, not the daemon's totals: \(own)")
             #expect(mine["store"] == nil && (mine["daemon"] as? [String: Any])?["clients"] == nil, "\(mine)")
 
             let metrics = try json(try await asNobody(daemon, ["metrics", "--json"]))
@@ -65,6 +67,7 @@ struct PerUserViewTests {
             let all = try json(try await daemon.imagent(["status", "--json"]))
             let every = try #require(all["sessions"] as? [String: Any], "\(all)")
             #expect(every["outbox_bytes"] as? Int == 3010 && every["outbox"] as? Int == 4 && every["owner"] == nil, "\(every)")
+            #expect(every["refused_total"] as? Int == 0 && every["quarantined_total"] as? Int == 0, "\(every)")
             let allMetrics = try json(try await daemon.imagent(["metrics", "--json"]))
             #expect((allMetrics["gauges"] as? [String: Any])?["outbox_bytes"] as? Int == 3010, "\(allMetrics)")
         }

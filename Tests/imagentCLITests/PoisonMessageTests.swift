@@ -50,7 +50,7 @@ struct PoisonMessageTests {
             let log = daemon.log
             let reason = try #require(quarantine, "no SESSION_STATE failed for the poison session\n\(log.suffix(3000))")
             #expect(reason.code == .upstreamRejected)
-            #expect(reason.message?.contains("quarantined: the link was lost 3 times in a row just after seq 1") == true, "\(reason)")
+            #expect(reason.message?.contains("quarantined: the link was lost 3 times just after seq 1") == true, "\(reason)")
             #expect(echoed == (1...sent).map { "echo \($0)" }, "each echo once, in order")
             #expect(slowest < .seconds(5), "after the quarantine each echo comes within 5 s: \(slowest)")
 

@@ -64,7 +64,9 @@ struct StatusCommand: AsyncParsableCommand {
         let outboxBytes = sessions["outbox_bytes"].map { " (\(HumanFormat.bytes($0)))" } ?? ""
         fields.add("outbox", "\(sessions["outbox"].displayText) messages\(outboxBytes) waiting for the server")
         fields.add("inbox", "\(sessions["inbox"].displayText) messages waiting for clients")
-        fields.addUnknown(of: sessions, known: ["count", "outbox", "outbox_bytes", "inbox", "owner"], prefix: "sessions")
+        addFailed(sessions, to: &fields)
+        fields.addUnknown(of: sessions, known: ["count", "outbox", "outbox_bytes", "inbox", "owner", "failed", "failed_sessions",
+                                                "refused_total", "quarantined_total"], prefix: "sessions")
 
         if let store = status["store"] {
             fields.add("store", "\(store["path"].displayText), \(HumanFormat.bytes(store["db_bytes"])) "
@@ -89,5 +91,18 @@ struct StatusCommand: AsyncParsableCommand {
             }
         }
         return fields.lines
+    }
+
+    /// Failed sessions (refused by the server, or quarantined), each with its reason; nothing while there are none.
+    private static func addFailed(_ sessions: JSONValue?, to fields: inout FieldList) {
+        let failed = sessions["failed"].displayText
+        let totals = [("refused_total", "refused by the server"), ("quarantined_total", "quarantined")]
+            .compactMap { key, text in sessions[key].map { (count: $0.displayText, text: text) } }
+        guard failed != "0" && failed != "-" || totals.contains(where: { $0.count != "0" }) else { return }
+        let since = totals.isEmpty ? "" : "; since start " + totals.map { "\($0.count) \($0.text)" }.joined(separator: ", ")
+        fields.add("failed", "\(failed) sessions\(since)")
+        for session in sessions["failed_sessions"]?.elements ?? [] {
+            fields.add("failed session", "\(session["session"].displayText) (\(session["service"].displayText)): \(session["reason"].displayText)")
+        }
     }
 }

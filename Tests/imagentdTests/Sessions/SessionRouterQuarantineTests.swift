@@ -36,7 +36,7 @@ import Testing
         let failed = third.events.compactMap { if case .sessionState(let change) = $0, change.state == .failed { change } else { nil } }
         #expect(failed.map(\.session) == [poison])
         #expect(failed.first?.code == .upstreamRejected)
-        #expect(failed.first?.message?.contains("quarantined: the link was lost 3 times in a row just after seq 1") == true,
+        #expect(failed.first?.message?.contains("quarantined: the link was lost 3 times just after seq 1") == true,
                 "\(String(describing: failed.first?.message))")
         #expect(third.contains { if case .log(.warning, let text) = $0 { text.contains("session \(poison) of uid 1000 quarantined") } else { false } })
         #expect(router.quarantinedTotal == 1)

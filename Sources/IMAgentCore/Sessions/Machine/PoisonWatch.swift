@@ -12,7 +12,8 @@
 /// message that is merely unlucky gets through, and is acknowledged, on the first link that
 /// lasts a round trip (OPEN_OK's LAST_ACKED counts too).
 struct PoisonWatch: Hashable, Sendable {
-    /// Losses of the link in a row, each with the same message in flight, that quarantine its session.
+    /// Losses of the link, each with the same message in flight and no acknowledgement of it in
+    /// between, that quarantine its session.
     static let quarantineAfter = 3
     /// A loss counts only this soon after the message was written: a message that brings the
     /// link down does so as it arrives, while a path that dies is found later, by the heartbeat.

@@ -54,7 +54,7 @@ extension SessionRouter {
         }
         guard let culprit = PoisonWatch.culprit(reached), let owner = table[culprit.session]?.owner else { return actions }
         quarantinedTotal += 1
-        let reason = "quarantined: the link was lost \(PoisonWatch.quarantineAfter) times in a row just after seq \(culprit.seq) "
+        let reason = "quarantined: the link was lost \(PoisonWatch.quarantineAfter) times just after seq \(culprit.seq) "
             + "of this session went to the server, which never acknowledged it; nothing more of the session is sent upstream: "
             + "close it, or restart imagentd to try it again"
         return actions + [.log(.warning, "session \(culprit.session) of uid \(owner) \(reason)")]

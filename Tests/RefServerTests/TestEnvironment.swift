@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import NIOCore
+import NIOPosix
 import RefServer
 
 /// A temporary directory with a token file, removed when the test ends.
@@ -59,6 +60,7 @@ func withTimeout<T: Sendable>(_ limit: Duration, _ what: String = "the test body
 /// server and removes its files, all within `limit`.
 func withRefServer<T: Sendable>(
     limit: Duration = .seconds(30),
+    group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
     environment: TestEnvironment? = nil,
     configure: @Sendable (inout RefServerConfiguration, TestEnvironment) -> Void = { _, _ in },
     _ body: @escaping @Sendable (RefServer, TestEnvironment) async throws -> T
@@ -70,7 +72,7 @@ func withRefServer<T: Sendable>(
     configure(&configuration, environment)
     var logger = Logger(label: "test.refserver")
     logger.logLevel = .warning
-    let server = try await RefServer.start(configuration: configuration, logger: logger)
+    let server = try await RefServer.start(configuration: configuration, group: group, logger: logger)
     do {
         let result = try await withTimeout(limit) { try await body(server, environment) }
         try await server.stop()

@@ -29,7 +29,9 @@ import Testing
         var others = (2...4).map { session($0) }
         budget.keepOutbound(1_000, in: &full)
         for index in others.indices { budget.keepInbound(1_000, in: &others[index]) }
-        budget.wait(7)
+        var reader = session(7)
+        let reserved = budget.beginRead(\.outboundLoad, token: 1, in: &reader)
+        #expect(reserved == nil)  // no room: it waits
         #expect(budget.settle().wake.isEmpty)  // nothing released
         budget.releaseInbound(100, from: &others[0])
         #expect(budget.settle().wake.isEmpty)  // 100 free: less than a quarter of a share (250)
@@ -43,8 +45,9 @@ import Testing
     @Test func aReadsReservationIsHeldUntilItEnds_andDroppingWindowsGivesEverythingBack() {
         var budget = MemoryBudget(limit: 4_000, uidStoringShare: 8_000)
         var a = session(1)
-        budget.beginRead(\.outboundLoad, reserving: 600, token: 1, in: &a)
-        budget.beginRead(\.inboundLoad, reserving: 300, token: 2, in: &a)
+        let outbound = budget.beginRead(\.outboundLoad, cap: 600, token: 1, in: &a)
+        let inbound = budget.beginRead(\.inboundLoad, cap: 300, token: 2, in: &a)
+        #expect(outbound == 600 && inbound == 300)
         #expect(budget.held == 900 && a.windowBytes == 900)
         budget.endRead(\.outboundLoad, in: &a)
         #expect(budget.held == 300 && a.outboundLoad == nil)

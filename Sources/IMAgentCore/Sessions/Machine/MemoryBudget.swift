@@ -89,12 +89,21 @@ struct MemoryBudget {
         release(cost)
     }
 
-    /// A read of the store for one of the session's windows (`\.outboundLoad` or `\.inboundLoad`)
-    /// starts, holding `reserved` bytes until it completes.
-    mutating func beginRead(_ read: WritableKeyPath<Session, Session.Load?>, reserving reserved: Int, token: UInt64,
-                            in session: inout Session) {
+    /// Starts a read of the store for one of the session's windows (`\.outboundLoad` or
+    /// `\.inboundLoad`), holding the room the session has (at most `cap`) until it completes,
+    /// and returns those bytes. With no room, nil: the session waits, and `settle` wakes it
+    /// when bytes are released. An empty budget admits the one message, however large.
+    mutating func beginRead(_ read: WritableKeyPath<Session, Session.Load?>, cap: Int = .max, token: UInt64,
+                            in session: inout Session) -> Int? {
+        let room = room(for: session, cap: cap)
+        guard room > 0 || held == 0 else {
+            waiters.insert(session.id)
+            return nil
+        }
+        let reserved = max(room, 0)
         session[keyPath: read] = Session.Load(token: token, reserved: reserved)
         held += reserved
+        return reserved
     }
 
     /// That read is over (completed, or forgotten by a reset).
@@ -119,11 +128,6 @@ struct MemoryBudget {
         release(session.loadedBytes)
         session.loadedBytes = 0
         session.outboxWindow.removeAll()
-    }
-
-    /// `session` found no room: it is refilled when bytes are released.
-    mutating func wait(_ session: UInt64) {
-        waiters.insert(session)
     }
 
     /// The session waits no more (it failed: nothing is read for it).

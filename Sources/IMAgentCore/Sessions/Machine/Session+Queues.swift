@@ -26,16 +26,9 @@ extension Session {
         guard upstream == .open, outboundLoad == nil, expiring == nil, outboxWindow.count < outboxStored else { return [] }
         // Read in batches: with messages still to send in memory, wait until a quarter of the share is free.
         let pendingInMemory = outboxWindow.count - transmittedCount
-        let room = budget.room(for: self)
-        if pendingInMemory > 0, room < budget.sessionShare / 4 { return [] }
-        // The one message of an empty budget always may come, however large.
-        guard room > 0 || budget.held == 0 else {
-            budget.wait(id)
-            return []
-        }
-        let reserved = max(room, 0)
+        if pendingInMemory > 0, budget.room(for: self) < budget.sessionShare / 4 { return [] }
         let token = tokens.next()
-        budget.beginRead(\.outboundLoad, reserving: reserved, token: token, in: &self)
+        guard let reserved = budget.beginRead(\.outboundLoad, token: token, in: &self) else { return [] }
         return [.store(.outbound(session: id, after: loadedThroughSeq, limit: limits.readBatch, maxBytes: max(reserved, 1)),
                        tag: token, then: .outboundRead(session: id))]
     }
@@ -45,14 +38,8 @@ extension Session {
         guard reading, attachedClient != nil, inboundLoad == nil else { return [] }
         let windowEnd = handedOverSeq + UInt64(inbox.count)
         guard windowEnd < receivedSeq, inbox.count < limits.deliveryBatch else { return [] }
-        let room = budget.room(for: self, cap: 2 * limits.deliveryBatchBytes)
-        guard room > 0 || budget.held == 0 else {
-            budget.wait(id)
-            return []
-        }
-        let reserved = max(room, 0)
         let token = tokens.next()
-        budget.beginRead(\.inboundLoad, reserving: reserved, token: token, in: &self)
+        guard let reserved = budget.beginRead(\.inboundLoad, cap: 2 * limits.deliveryBatchBytes, token: token, in: &self) else { return [] }
         return [.store(.inbound(session: id, after: windowEnd, limit: 2 * limits.deliveryBatch, maxBytes: max(reserved, 1)),
                        tag: token, then: .inboundRead(session: id))]
     }

@@ -94,6 +94,31 @@ struct MQTTBrokerLimitsTests {
         }
     }
 
+    /// A message the broker drops the connection on, every time: mosquitto answers one above its
+    /// `message_size_limit` (which CONNACK does not announce) with PUBACK 0x95, a code MQTT 5 does
+    /// not allow in PUBACK, so imagentd ends the connection as for any protocol error, and the
+    /// message goes again on the next one. After three such losses its session is quarantined
+    /// (imagentd(8), QUARANTINE); the other session goes on, at the cost of those reconnects.
+    @Test func anUpMessageThatEndsTheConnectionEveryTime_isQuarantined_theOthersGoOn() async throws {
+        try await withMQTTDaemon(brokerExtra: "message_size_limit 1000") { daemon, _, _ in
+            _ = try await daemon.waitForLink("connected")
+            let big = try await openSession(daemon, "big")
+            let echo = try await openSession(daemon, "echo")
+            #expect(try await daemon.imagent(["send", "\(big)", String(repeating: "x", count: 2_000)]).status == 0)
+            let failed = try await poll(within: .seconds(20), every: .milliseconds(100)) { () -> [String: Any]? in
+                let row = try await sessionRow(daemon, big)
+                return row["state"] as? String == "failed" ? row : nil
+            }
+            let reason = failed?["reason"] as? String ?? ""
+            #expect(reason.hasPrefix("quarantined: the link was lost 3 times just after seq 1"),
+                    "\(String(describing: failed))\n\(daemon.log.suffix(2000))")
+            #expect(daemon.log.contains("session \(big) of uid \(getuid()) quarantined"), "\(daemon.log.suffix(2000))")
+            #expect(try await daemon.imagent(["send", "\(echo)", "hello"]).status == 0)
+            #expect(try await listenCount(daemon, echo, count: 1) == 1, "the echo session goes on")
+            #expect(try await reconnects(daemon) <= 3, "\(daemon.log.suffix(3000))")
+        }
+    }
+
     // MARK: Helpers
 
     private func openSession(_ daemon: RealDaemon, _ service: String) async throws -> UInt64 {

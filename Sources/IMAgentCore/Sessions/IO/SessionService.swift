@@ -197,6 +197,8 @@ final class SessionService: LinkSessionDelegate {
     }
 
     func linkEstablished(negotiated: HelloResult, serverMaxFrame: UInt32, serverKeepsAcknowledged: Bool) {
+        // A drop asked for while no link was up closed nothing: it says nothing about the next loss.
+        droppingLink = false
         run(router.linkEstablished(flow: negotiated.features.contains(.flow), maxFrame: serverMaxFrame,
                                    serverKeepsAcknowledged: serverKeepsAcknowledged, now: Self.now))
     }

@@ -133,8 +133,6 @@ let package = Package(
                 // Not RefServer: `imagentd --dev` runs imagent-refserver as a child process (CChildProcess).
                 "IMLink", "MQTT5", "AgentIPC", "AgentStore", "ConfigFile", "JSONText", "CSystemd", "CMalloc", "CChildProcess",
                 .product(name: "NIOCore", package: "swift-nio"),
-                // ServiceGroup runs the daemon's parts and stops them in order, within a deadline.
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

@@ -4,27 +4,27 @@ import Glibc
 import Logging
 import NIOCore
 import NIOPosix
-import ServiceLifecycle
 import UnixSignals
 
-/// Starts the daemon's parts in dependency order (store, sessions, link, IPC),
-/// then runs them as a `ServiceGroup` until SIGTERM or SIGINT, which stops them
-/// in reverse order: systemd hears STOPPING=1, the IPC server and the metrics
-/// endpoint stop accepting, clients are told, the link closes cleanly, the store
-/// finishes what is queued, and the loop ends. Parts still stopping after
-/// `orderlyShutdown` are cancelled; a daemon still not stopped after
+/// Starts the daemon's parts in dependency order (store, sessions, link, IPC,
+/// metrics endpoint), runs until SIGTERM or SIGINT, and stops them one after the
+/// other in reverse (`DaemonParts`): systemd hears STOPPING=1, the metrics endpoint
+/// and the IPC server stop accepting, clients are told, the link closes cleanly,
+/// the store finishes what is queued. A daemon still stopping after
 /// `shutdownDeadline`, or signalled again, ends at once with status 1. Nothing
 /// acknowledged is lost either way: ACCEPTED and ACK follow the store's commit.
+///
+/// The parts are not a swift-service-lifecycle `ServiceGroup`: it brings
+/// swift-async-algorithms, 1.3 MB of code and about 1 MB more resident memory in an
+/// idle daemon, for what `DaemonParts` does in a few lines.
 enum DaemonRunner {
-    /// How long the parts have to stop one after the other before the rest is cancelled.
-    static let orderlyShutdown: Duration = .seconds(10)
     /// When the process ends whatever is left, well within the units' `TimeoutStopSec=30s`.
     static let shutdownDeadline: Duration = .seconds(15)
 
     static func run(configuration: DaemonConfiguration, reload: (@Sendable () throws -> DaemonConfiguration)?,
                     configPath: String = "the configuration file",
                     passedSockets: [Int32], logLevel: LiveLogLevel, logger: Logger) async throws {
-        let reloads = await UnixSignalsSequence(trapping: .sighup)
+        let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint, .sighup)
         let group = MultiThreadedEventLoopGroup.singleton  // imagentd's one event loop thread, which runs Swift concurrency's jobs too
         let loop = group.next()
         let notifier = SystemdNotifier()
@@ -113,22 +113,26 @@ enum DaemonRunner {
         logger.info("imagentd \(DaemonCore.version) started", metadata: ["socket": "\(configuration.ipc.socket)"])
 
         // Stopped in reverse order: the last part first.
-        var parts: [DaemonPart] = [
-            DaemonPart("store") { try? await persistence.close().get() },
-            DaemonPart("link") {
-                // A reload's reconnect still under way finishes first, so that shutdown closes the link it made.
-                if let relink = try? await loop.submit({ core.value.pendingRelink }).get() { await relink.value }
-                await link.shutdown()
-            },
-            DaemonPart("clients") { try? await loop.submit { core.value.closeAllClients() }.get() },
-            DaemonPart("ipc") { await server.stop() },
-        ]
-        if let metricsEndpoint { parts.append(DaemonPart("metrics endpoint") { await metricsEndpoint.stop() }) }
-        parts.append(DaemonPart("systemd", run: {
-            let watchdog = notifier.watchdogInterval.map { interval in
-                loop.scheduleRepeatedTask(initialDelay: .zero, delay: TimeAmount(interval)) { _ in notifier.watchdogPing() }
-            }
-            for await _ in reloads.cancelOnGracefulShutdown() {
+        var parts = DaemonParts()
+        parts.add("store") { try? await persistence.close().get() }
+        parts.add("link") {
+            // A reload's reconnect still under way finishes first, so that shutdown closes the link it made.
+            if let relink = try? await loop.submit({ core.value.pendingRelink }).get() { await relink.value }
+            await link.shutdown()
+        }
+        parts.add("clients") { try? await loop.submit { core.value.closeAllClients() }.get() }
+        parts.add("ipc") { await server.stop() }
+        if let metricsEndpoint { parts.add("metrics endpoint") { await metricsEndpoint.stop() } }
+        let watchdog = notifier.watchdogInterval.map { interval in
+            loop.scheduleRepeatedTask(initialDelay: .zero, delay: TimeAmount(interval)) { _ in notifier.watchdogPing() }
+        }
+        parts.add("systemd") {
+            notifier.stopping()
+            watchdog?.cancel()
+        }
+
+        for await signal in signals {
+            if signal == .sighup {
                 notifier.reloading()
                 // STATUS= goes back to the link's sentence, whether the reload worked or not.
                 let line = try? await loop.submit {
@@ -136,17 +140,13 @@ enum DaemonRunner {
                     return core.value.systemdStatusLine
                 }.get()
                 notifier.ready(status: line ?? "configuration reload interrupted")
+                continue
             }
-            watchdog?.cancel()
-        }, stop: {
-            logger.notice("shutting down")
-            notifier.stopping()
-            endAtOnce(after: shutdownDeadline, logger: logger)
-        }))
-        var running = ServiceGroupConfiguration(services: parts.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) },
-                                                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
-        running.maximumGracefulShutdownDuration = orderlyShutdown
-        try await ServiceGroup(configuration: running).run()
+            logger.notice("shutting down", metadata: ["signal": "\(signal)"])
+            break
+        }
+        endAtOnce(after: shutdownDeadline, logger: logger)
+        await parts.stop(logger: logger)
         try? await group.shutdownGracefully()
         logger.info("imagentd stopped")
     }
@@ -170,23 +170,19 @@ extension DaemonRunner {
     }
 }
 
-/// One part of the running daemon as a service of its `ServiceGroup`: it runs `run`
-/// (or nothing), and stops with `stop` on the group's graceful shutdown.
-struct DaemonPart: Service, CustomStringConvertible {
-    let description: String
-    private let body: @Sendable () async -> Void
-    private let stop: @Sendable () async -> Void
+/// The running daemon's parts, each with what stops it, in the order they started.
+struct DaemonParts {
+    private var parts: [(name: String, stop: @Sendable () async -> Void)] = []
 
-    init(_ name: String, run body: @escaping @Sendable () async -> Void = {}, stop: @escaping @Sendable () async -> Void) {
-        description = name
-        self.body = body
-        self.stop = stop
+    mutating func add(_ name: String, stop: @escaping @Sendable () async -> Void) {
+        parts.append((name, stop))
     }
 
-    func run() async throws {
-        await body()
-        // Returns on graceful shutdown; cancellation (past the deadline) ends the wait too.
-        try? await gracefulShutdown()
-        await stop()
+    /// Stops every part, the last started first, each once the one before it has stopped.
+    func stop(logger: Logger) async {
+        for part in parts.reversed() {
+            logger.debug("stopping", metadata: ["part": "\(part.name)"])
+            await part.stop()
+        }
     }
 }

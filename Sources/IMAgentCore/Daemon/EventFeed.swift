@@ -10,55 +10,51 @@ struct EventFeed {
 
     /// A link transition, as the engine reported it.
     mutating func link(_ transition: LinkTransition, now: MonotonicInstant, nowMS: UInt64) -> String {
-        var event = JSONWriter()
-        event.beginObject()
-        event.field("event", "link")
-        event.field("time_ms", nowMS)
-        event.field("state", transition.status.state)
-        event.field("detail", transition.status.sentence(now: now))
-        event.field("reason", transition.reason)
-        event.endObject()
-        history.append(.init(timeMS: nowMS, owner: nil, json: event.text))
-        return event.text
+        record("link", owner: nil, nowMS: nowMS) { event in
+            event.field("state", transition.status.state)
+            event.field("detail", transition.status.sentence(now: now))
+            event.field("reason", transition.reason)
+        }
     }
 
-    /// A session was opened, attached, detached, closed or changed state.
+    /// A session was opened, attached, detached, closed or changed state: its owner's and admins'.
     mutating func session(_ change: SessionChange, nowMS: UInt64) -> String {
-        var event = JSONWriter()
-        event.beginObject()
-        event.field("event", "session")
-        event.field("time_ms", nowMS)
-        event.field("change", change.kind.rawValue)
-        event.field("session", change.session)
-        event.field("service", change.service)
-        event.field("owner", change.owner)
-        event.field("state", change.state.description)
-        event.field("reason", change.reason)
-        event.endObject()
-        history.append(.init(timeMS: nowMS, owner: change.owner, json: event.text))
-        return event.text
+        record("session", owner: change.owner, nowMS: nowMS) { event in
+            event.field("change", change.kind.rawValue)
+            event.field("session", change.session)
+            event.field("service", change.service)
+            event.field("owner", change.owner)
+            event.field("state", change.state.description)
+            event.field("reason", change.reason)
+        }
     }
 
     /// The configuration was reloaded.
     mutating func reload(_ report: ReloadReport, nowMS: UInt64) -> String {
-        var event = JSONWriter()
-        event.beginObject()
-        event.field("event", "reload")
-        event.field("time_ms", nowMS)
-        event.raw("report", report.json)
-        event.endObject()
-        history.append(.init(timeMS: nowMS, owner: nil, json: event.text))
-        return event.text
+        record("reload", owner: nil, nowMS: nowMS) { $0.raw("report", report.json) }
     }
 
     /// The heartbeat interval changed (not recorded).
     static func heartbeat(interval: Duration, rtt: Duration?, nowMS: UInt64) -> String {
+        document("heartbeat", nowMS: nowMS) { event in
+            event.field("interval_s", interval.seconds)
+            event.field("rtt_ms", rtt.map(\.milliseconds))
+        }
+    }
+
+    /// An event of `kind` with the fields `body` writes, kept in the history for `owner` (nil: everyone).
+    private mutating func record(_ kind: String, owner: UInt32?, nowMS: UInt64, _ body: (inout JSONWriter) -> Void) -> String {
+        let text = Self.document(kind, nowMS: nowMS, body)
+        history.append(.init(timeMS: nowMS, owner: owner, json: text))
+        return text
+    }
+
+    private static func document(_ kind: String, nowMS: UInt64, _ body: (inout JSONWriter) -> Void) -> String {
         var event = JSONWriter()
         event.beginObject()
-        event.field("event", "heartbeat")
+        event.field("event", kind)
         event.field("time_ms", nowMS)
-        event.field("interval_s", interval.seconds)
-        event.field("rtt_ms", rtt.map(\.milliseconds))
+        body(&event)
         event.endObject()
         return event.text
     }

@@ -54,6 +54,8 @@ func runIdleBench(_ options: IdleOptions) async -> Int32 {
         let framesAfter = await serverFramesIn(server)
         let memory = daemon.memory()
         let pss = readFile("/proc/\(daemon.pid)/smaps_rollup").flatMap { kilobytes("Pss", in: $0) }
+        let mappings = PSSBreakdown(smaps: readFile("/proc/\(daemon.pid)/smaps") ?? "")
+        let executable = readLink("/proc/\(daemon.pid)/exe")
         let after = try await heartbeatSeconds(daemon)
         await client.close()
 
@@ -66,6 +68,8 @@ func runIdleBench(_ options: IdleOptions) async -> Int32 {
         print("frames the server received in the window (the daemon's PINGs): \(framesAfter - framesBefore)")
         print("VmRSS \(mib(memory.rss)), VmHWM \(mib(memory.peak)), PSS \(pss.map { "\($0) kB" } ?? "?"); "
               + "CPU time used in the window: \(format(cpu, decimals: 2)) ms")
+        print("PSS by mapping: " + mappings.largest(8).map { "\($0.path.isEmpty ? "anonymous" : $0.path) \($0.kB) kB" }
+            .joined(separator: ", "))
         print("")
         print("| thread | tid | voluntary | involuntary | per minute |")
         print("|---|---:|---:|---:|---:|")
@@ -84,6 +88,10 @@ func runIdleBench(_ options: IdleOptions) async -> Int32 {
         table.add(["all threads", "\(threads.reduce(0) { $0 + $1.voluntary }) in \(end.threads.count) threads"])
         let anonymous = DaemonProcess.statusKiB(of: daemon.pid, ["RssAnon"])[0]
         table.add(["PSS (`smaps_rollup`)", pss.map { "\(format(Double($0) / 1024, decimals: 1)) MB" } ?? "?"])
+        let split = mappings.split(executable: executable)
+        table.add(["of it: the executable, the shared libraries, anonymous",
+                   [split.executable, split.libraries, split.anonymous].map { "\(format(Double($0) / 1024, decimals: 1))" }
+                       .joined(separator: " + ") + " MB"])
         table.add(["anonymous (`RssAnon`)", "\(format(Double(anonymous) / 1024, decimals: 1)) MB"])
         await printMarkdown(table)
         await daemon.stop()
@@ -136,4 +144,12 @@ func jsonNumber(_ key: String, in json: String) -> String? {
     guard let range = json.firstRange(of: "\"\(key)\":") else { return nil }
     let value = json[range.upperBound...].prefix { $0.isNumber || $0 == "." || $0 == "-" }
     return value.isEmpty ? nil : String(value)
+}
+
+/// Where a symbolic link points ("" when it cannot be read).
+private func readLink(_ path: String) -> String {
+    var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+    let count = readlink(path, &buffer, buffer.count - 1)
+    guard count > 0 else { return "" }
+    return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }

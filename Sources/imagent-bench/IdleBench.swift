@@ -89,7 +89,7 @@ func runIdleBench(_ options: IdleOptions) async -> Int32 {
         let anonymous = DaemonProcess.statusKiB(of: daemon.pid, ["RssAnon"])[0]
         table.add(["PSS (`smaps_rollup`)", pss.map { "\(format(Double($0) / 1024, decimals: 1)) MB" } ?? "?"])
         let split = mappings.split(executable: executable)
-        table.add(["of it: the executable, the shared libraries, anonymous",
+        table.add(["of it: the executable, the shared libraries, heap and stacks",
                    [split.executable, split.libraries, split.anonymous].map { "\(format(Double($0) / 1024, decimals: 1))" }
                        .joined(separator: " + ") + " MB"])
         table.add(["anonymous (`RssAnon`)", "\(format(Double(anonymous) / 1024, decimals: 1)) MB"])

@@ -8,8 +8,8 @@
 /// probability even across a lost database, and it does not leak how many
 /// sessions this machine has opened. Within one database, reuse is ruled out
 /// outright: closed sessions keep their row as a tombstone, every draw is
-/// checked against the table, and ids handed out by `allocateSessionID` but
-/// not yet created are remembered until the process ends.
+/// checked against the table, and ids drawn for a creation that did not commit
+/// are remembered until the process ends.
 struct SessionIDAllocator {
     private var generator: any RandomNumberGenerator
     /// Ids handed out but not yet in the sessions table. After a restart they are

@@ -2,6 +2,16 @@
 import PackageDescription
 
 // The daemon and the CLI stay off full Foundation: nothing here may import it.
+
+// The release `imagentd`'s own modules put each function in a section of its own, so that the
+// linker can lay out the functions Sources/imagentd/imagentd.order lists (those a daemon runs
+// from its start through idle work, written by scripts/order-file) together at the start of
+// its code. An idle daemon then maps those pages and few others: the kernel maps a file's pages
+// by whole folios around each one touched, so scattered functions keep most of the code resident.
+let daemonCodeLayout: [SwiftSetting] = [
+    .unsafeFlags(["-Xfrontend", "-function-sections"], .when(platforms: [.linux], configuration: .release)),
+]
+
 let package = Package(
     name: "imagent",
     platforms: [.macOS(.v14)],
@@ -68,10 +78,10 @@ let package = Package(
         // Codecs: pure values, no I/O.
         .target(
             name: "IMLink",
-            dependencies: ["CCRC32C", "CZlib", .product(name: "NIOCore", package: "swift-nio")]
+            dependencies: ["CCRC32C", "CZlib", .product(name: "NIOCore", package: "swift-nio")], swiftSettings: daemonCodeLayout
         ),
         // The MQTT 5.0 packet codec for the MQTT upstream (issue 14).
-        .target(name: "MQTT5", dependencies: [.product(name: "NIOCore", package: "swift-nio")]),
+        .target(name: "MQTT5", dependencies: [.product(name: "NIOCore", package: "swift-nio")], swiftSettings: daemonCodeLayout),
         .target(
             name: "AgentIPC",
             dependencies: [
@@ -79,14 +89,14 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 // The Swift client (Client/) connects through NIOPosix; the codec itself does no I/O.
                 .product(name: "NIOPosix", package: "swift-nio"),
-            ]
+            ], swiftSettings: daemonCodeLayout
         ),
 
         // JSON text for IPC results and admin replies, written without Foundation.
-        .target(name: "JSONText"),
+        .target(name: "JSONText", swiftSettings: daemonCodeLayout),
 
         // A thin, safe Swift wrapper over SQLite's C API, shared by the reference server and the daemon's store.
-        .target(name: "SQLiteDatabase", dependencies: ["CSQLite"]),
+        .target(name: "SQLiteDatabase", dependencies: ["CSQLite"], swiftSettings: daemonCodeLayout),
 
         // The daemon's durable store: sessions, outbox, inbox, metadata; group commit on one writer thread.
         .target(
@@ -97,7 +107,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-            ]
+            ], swiftSettings: daemonCodeLayout
         ),
         // A child process for AgentStoreTests' crash test: appends until it is killed, printing each committed seq.
         .executableTarget(
@@ -141,7 +151,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 // No swift-argument-parser: it links FoundationEssentials (see DaemonArguments).
-            ]
+            ], swiftSettings: daemonCodeLayout
         ),
         // `imagentd`: `main` and the command line; everything else is IMAgentCore.
         .executableTarget(
@@ -151,13 +161,18 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
+            exclude: ["imagentd.order"],
+            swiftSettings: daemonCodeLayout,
             // An idle daemon's memory is mostly its own mapped pages (BENCHMARKS.md, "Footprint"). lld keeps
             // read-only data in a segment apart from code, so it is mapped only where read; no symbols are
             // exported (nothing loads the daemon as a library), so the dynamic symbol table stays small and
-            // --gc-sections drops more; relative relocations are packed (DT_RELR, glibc 2.36). Linker only:
-            // the code itself is the same. ReleaseFootprintTests checks the result.
+            // --gc-sections drops more; relative relocations are packed (DT_RELR, glibc 2.36); the functions
+            // imagentd.order lists come first (`daemonCodeLayout`; names it lists that no longer exist are
+            // skipped). Linker only: the code itself is the same. ReleaseFootprintTests checks the result.
             linkerSettings: [
-                .unsafeFlags(["-use-ld=lld", "-Xlinker", "--no-export-dynamic", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"],
+                .unsafeFlags(["-use-ld=lld", "-Xlinker", "--no-export-dynamic", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
+                              "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/Sources/imagentd/imagentd.order",
+                              "-Xlinker", "--no-warn-symbol-ordering"],
                              .when(platforms: [.linux], configuration: .release)),
             ]
         ),

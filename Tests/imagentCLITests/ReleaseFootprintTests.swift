@@ -9,7 +9,9 @@ import Testing
 /// - no exported symbols (a dynamic symbol table of 1.5 MB otherwise, and code that
 ///   --gc-sections must keep);
 /// - read-only data in a segment apart from the code, and relative relocations packed (DT_RELR):
-///   the linker flags Package.swift gives the release `imagentd`.
+///   the linker flags Package.swift gives the release `imagentd`;
+/// - the functions that run from the start through idle work (Sources/imagentd/imagentd.order)
+///   laid out together at the start of the code, so that an idle daemon maps few code pages.
 ///
 /// It reads `$IMAGENT_RELEASE_BIN_DIR/imagentd` (scripts/test sets it to the packaged build:
 /// release, Swift runtime linked statically); a debug build is linked differently, so without
@@ -37,6 +39,36 @@ struct ReleaseFootprintTests {
                 "no read-only LOAD segment apart from the code's:\n\(segments.joined(separator: "\n"))")
         let packed = try await run("readelf", ["-dW", Self.binary]).contains("(RELR)")
         #expect(packed, "relative relocations are not packed (no DT_RELR)")
+    }
+
+    /// Most names in imagentd.order still exist (else scripts/order-file writes it again), and the
+    /// functions they name come first in the code: without the order they spread over all of it.
+    @Test func theFunctionsRunFromTheStartThroughIdleWork_comeFirstInTheCode() async throws {
+        let order = Set(try String(contentsOfFile: Self.orderFile, encoding: .utf8).split(separator: "\n").map(String.init))
+        try #require(order.count > 1_000, "\(Self.orderFile) lists \(order.count) functions")
+        let code = try await run("readelf", ["-lW", Self.binary]).split(separator: "\n")
+            .first { $0.contains("LOAD") && $0.hasSuffix(" R E 0x1000") }?.split(separator: " ")
+        let start = try #require(code.flatMap { UInt64($0[2].dropFirst(2), radix: 16) })
+        let size = try #require(code.flatMap { UInt64($0[5].dropFirst(2), radix: 16) })
+        var offsets: [UInt64] = []
+        var found = Set<String>()
+        for line in try await run("nm", ["--defined-only", Self.binary]).split(separator: "\n") {
+            let fields = line.split(separator: " ")
+            guard fields.count == 3, "tTwW".contains(fields[1]), order.contains(String(fields[2])),
+                  let address = UInt64(fields[0], radix: 16), address >= start else { continue }
+            offsets.append(address - start)
+            found.insert(String(fields[2]))
+        }
+        let current = Double(found.count) / Double(order.count)
+        #expect(current >= 0.75, "only \(found.count) of the \(order.count) functions in \(Self.orderFile) exist: run scripts/order-file")
+        offsets.sort()
+        let p95 = Double(offsets[offsets.count * 95 / 100]) / Double(size)
+        #expect(p95 < 0.6, "95 % of the ordered functions lie within the first \(Int(p95 * 100)) % of the code, not together at its start")
+    }
+
+    private static var orderFile: String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Sources/imagentd/imagentd.order").path
     }
 
     private func run(_ tool: String, _ arguments: [String]) async throws -> String {

@@ -3,35 +3,44 @@ import NIOCore
 /// Incremental frame parsing, independent of any channel: call `parse` with
 /// the bytes received so far; it consumes one whole frame or nothing.
 public enum FrameParser {
-    /// Reads one frame from the front of `buffer`.
-    ///
-    /// Returns nil, leaving `buffer` untouched, while the frame is incomplete.
-    /// The header is validated — including `length` against `maxBody` — as
-    /// soon as its 32 bytes are there, so an oversized frame is refused
-    /// before any of its body is buffered.
-    public static func parse(_ buffer: inout ByteBuffer, maxBody: UInt32) throws(IMLinkError) -> Frame? {
+    /// The size of the frame at the front of `buffer`, header and body, once its 32-byte
+    /// header is there (nil before). The header is validated — including `length` against
+    /// `maxBody` — so an oversized frame is refused before any of its body is buffered.
+    public static func frameSize(_ buffer: ByteBuffer, maxBody: UInt32) throws(IMLinkError) -> Int? {
         guard buffer.readableBytes >= FrameHeader.size else { return nil }
         let start = buffer.readerIndex
         let magic = buffer.getInteger(at: start, as: UInt16.self)!
         let version = buffer.getInteger(at: start + 2, as: UInt8.self)!
         let typeByte = buffer.getInteger(at: start + 3, as: UInt8.self)!
         let flags = buffer.getInteger(at: start + 4, as: UInt16.self)!
-        let session = buffer.getInteger(at: start + 8, as: UInt64.self)!
-        let seq = buffer.getInteger(at: start + 16, as: UInt64.self)!
         let length = buffer.getInteger(at: start + FrameHeader.lengthOffset, as: UInt32.self)!
-        let crc = buffer.getInteger(at: start + FrameHeader.crcOffset, as: UInt32.self)!
 
         guard magic == FrameHeader.magic else { throw .wrongMagic(magic) }
         guard version == FrameHeader.version else { throw .wrongVersion(version) }
-        guard let type = FrameType(rawValue: typeByte) else { throw .unknownFrameType(typeByte) }
+        guard FrameType(rawValue: typeByte) != nil else { throw .unknownFrameType(typeByte) }
         guard flags & ~FrameHeader.compressedFlag == 0 else { throw .reservedFlagSet(flags: flags) }
         guard length <= maxBody else { throw .frameTooLarge(length: length, limit: maxBody) }
-        guard buffer.readableBytes >= FrameHeader.size + Int(length) else { return nil }
+        return FrameHeader.size + Int(length)
+    }
+
+    /// Reads one frame from the front of `buffer`.
+    ///
+    /// Returns nil, leaving `buffer` untouched, while the frame is incomplete.
+    /// The header is validated (`frameSize`) as soon as its 32 bytes are there.
+    public static func parse(_ buffer: inout ByteBuffer, maxBody: UInt32) throws(IMLinkError) -> Frame? {
+        guard let size = try frameSize(buffer, maxBody: maxBody), buffer.readableBytes >= size else { return nil }
+        let start = buffer.readerIndex
+        let type = FrameType(rawValue: buffer.getInteger(at: start + 3, as: UInt8.self)!)!
+        let flags = buffer.getInteger(at: start + 4, as: UInt16.self)!
+        let session = buffer.getInteger(at: start + 8, as: UInt64.self)!
+        let seq = buffer.getInteger(at: start + 16, as: UInt64.self)!
+        let length = size - FrameHeader.size
+        let crc = buffer.getInteger(at: start + FrameHeader.crcOffset, as: UInt32.self)!
 
         var computed = CRC32C()
         buffer.withUnsafeReadableBytes { bytes in
             computed.update(UnsafeRawBufferPointer(rebasing: bytes[0..<FrameHeader.crcOffset]))
-            computed.update(UnsafeRawBufferPointer(rebasing: bytes[FrameHeader.size..<(FrameHeader.size + Int(length))]))
+            computed.update(UnsafeRawBufferPointer(rebasing: bytes[FrameHeader.size..<size]))
         }
         guard computed.value == crc else { throw .crcMismatch(received: crc, computed: computed.value) }
 
@@ -43,7 +52,7 @@ public enum FrameParser {
         guard !compressed || type == .data else { throw .compressedControlFrame(type) }
 
         buffer.moveReaderIndex(forwardBy: FrameHeader.size)
-        let body = buffer.readSlice(length: Int(length))!
+        let body = buffer.readSlice(length: length)!
         if type == .data {
             return .data(DataFrame(session: session, seq: seq, compressed: compressed, body: body))
         }

@@ -15,9 +15,15 @@ final class FrameLimit {
 struct NegotiatedFrameDecoder: NIOSingleStepByteToMessageDecoder {
     typealias InboundOut = Frame
     let limit: FrameLimit
+    /// Kept across reads: it may hold part of a large frame.
+    private var decoder = IMLinkFrameDecoder()
+
+    init(limit: FrameLimit) {
+        self.limit = limit
+    }
 
     mutating func decode(buffer: inout ByteBuffer) throws -> Frame? {
-        var decoder = IMLinkFrameDecoder(maxBody: limit.maxBody)
+        decoder.maxBody = min(limit.maxBody, FrameHeader.maxNegotiableBody)
         return try decoder.decode(buffer: &buffer)
     }
 

@@ -90,7 +90,7 @@ extension LinkEngineCore {
                         // The MQTT adapter below the engine: the same frames above it, MQTT 5 below.
                         return try channel.pipeline.syncOperations.addHandlers(
                             LinkByteCounter(engine.traffic),
-                            ByteToMessageHandler(MQTT5PacketDecoder(maxPacketSize: Int(maxPacketSize), readsPastOversizedPublish: true)),
+                            ByteToMessageHandler(MQTTLinkPacketDecoder(maxPacketSize: Int(maxPacketSize))),
                             handler,
                             LinkFrameCounter(engine.traffic),
                             LinkChannelHandler(attempt: attempt, engine: engine)

@@ -18,21 +18,21 @@ extension SessionRouter {
         var storingOut: [UInt64: Int] = [:]
         for session in table.all {
             let id = session.id
-            let outbound = session.outboxWindow.reduce(0) { $0 + Session.windowCost($1.payload) }
-            let inbound = session.inbox.reduce(0) { $0 + Session.windowCost($1.payload) }
-            if outbound != session.loadedBytes { problems.append("session \(id): loadedBytes \(session.loadedBytes), window holds \(outbound)") }
-            if inbound != session.inboxWindowBytes { problems.append("session \(id): inboxWindowBytes \(session.inboxWindowBytes), inbox holds \(inbound)") }
-            held += outbound + inbound + (session.outboundLoad?.reserved ?? 0) + (session.inboundLoad?.reserved ?? 0)
+            let outbound = session.outbound.window.reduce(0) { $0 + Session.windowCost($1.payload) }
+            let inbound = session.inbound.window.reduce(0) { $0 + Session.windowCost($1.payload) }
+            if outbound != session.outbound.windowCost { problems.append("session \(id): windowCost \(session.outbound.windowCost), window holds \(outbound)") }
+            if inbound != session.inbound.windowCost { problems.append("session \(id): inbound windowCost \(session.inbound.windowCost), window holds \(inbound)") }
+            held += outbound + inbound + (session.outbound.load?.reserved ?? 0) + (session.inbound.load?.reserved ?? 0)
             var sessionIn = 0
-            session.storingIn.forEach { sessionIn += $0.payload.readableBytes }
-            if sessionIn != session.storingInBytes { problems.append("session \(id): storingInBytes \(session.storingInBytes), being stored \(sessionIn)") }
+            session.inbound.storing.forEach { sessionIn += $0.payload.readableBytes }
+            if sessionIn != session.inbound.storingBytes { problems.append("session \(id): inbound storingBytes \(session.inbound.storingBytes), being stored \(sessionIn)") }
             storingIn += sessionIn
             var sessionOut = 0
-            session.storingOut.forEach { entry in
+            session.outbound.storing.forEach { entry in
                 sessionOut += entry.payload.readableBytes
                 storingOut[entry.client, default: 0] += entry.payload.readableBytes
             }
-            if sessionOut != session.storingOutBytes { problems.append("session \(id): storingOutBytes \(session.storingOutBytes), being stored \(sessionOut)") }
+            if sessionOut != session.outbound.storingBytes { problems.append("session \(id): storingBytes \(session.outbound.storingBytes), being stored \(sessionOut)") }
         }
         if held != budget.held { problems.append("budget holds \(budget.held), windows and reads hold \(held)") }
         if storingIn != budget.storingIn { problems.append("budget stores in \(budget.storingIn), sessions \(storingIn)") }

@@ -165,7 +165,7 @@ private struct RandomWorld {
             if pick < event.weight {
                 event.run(&self)
                 steps += 1
-                if steps % auditEvery == 0 { for text in router.budgetAudit() + router.tableAudit() { problem("audit: \(text)") } }
+                if steps % auditEvery == 0 { for text in router.budgetAudit() + router.tableAudit() + router.queueAudit() { problem("audit: \(text)") } }
                 return true
             }
             pick -= event.weight
@@ -420,7 +420,7 @@ private struct RandomWorld {
     /// What is wrong with the world once it has settled, as one line per failure.
     func failures() -> [String] {
         var failures = problems.map { "seed \(seed): \($0)" }
-        failures += (router.budgetAudit() + router.tableAudit()).map { "seed \(seed): \($0)" }
+        failures += (router.budgetAudit() + router.tableAudit() + router.queueAudit()).map { "seed \(seed): \($0)" }
         for (index, session) in client.enumerated() {
             let missing = (1...Self.messages).filter { !session.seen[Int($0)] }
             if !missing.isEmpty { failures.append("seed \(seed): session \(index) never got echoes \(missing.prefix(10))") }

@@ -70,13 +70,13 @@ extension [SessionAction] {
             #expect(actions.accepted == [UInt64(n)])
         }
         let session = router.table[id]!
-        #expect(session.outboxStored == 8 && session.outboxWindow.count < 8)
+        #expect(session.outbound.storedCount == 8 && session.outbound.window.count < 8)
         router.now.wallMS = 1_500
         let due = router.completing(router.expireDue(), disk: disk)
         #expect(due.expired.map(\.seq) == [2, 4, 6, 8])
         #expect(router.table[id]?.outboxCount == 4)
         #expect(router.table[id]?.outboxTotalBytes == 400)
-        #expect(router.table[id]?.givenUp == 4)
+        #expect(router.table[id]?.outbound.givenUp == 4)
         #expect(disk.outbound[id]?.map(\.seq) == [1, 3, 5, 7])
 
         var up = router.linkEstablished(flow: true)
@@ -114,7 +114,7 @@ extension [SessionAction] {
         #expect(up.persists.contains(.ackedStored(session: 9, seq: 5)))
         #expect(up.dataSeqs == [4])
         #expect(up.dataPayloads == ["f"])
-        #expect(router.table[9]?.outboxStored == 1 && router.table[9]?.outboxBytes == 1)
+        #expect(router.table[9]?.outbound.storedCount == 1 && router.table[9]?.outbound.storedBytes == 1)
     }
 
     @Test func aMessageOnTheLink_isLeftToTheServer_untilTheNextOpenOKSaysItLacksIt() {

@@ -224,7 +224,7 @@ import Testing
         // The store failed the batch as a whole: the later append fails too.
         #expect(router.completing(second, .failure(.full)).errors == [.queueFull])
         #expect(router.send(id, "2 again").accepted == [2])
-        #expect(router.table[id]?.acceptedSeq == 2)
+        #expect(router.table[id]?.outbound.acceptedSeq == 2)
     }
 
     @Test func higherPrioritySessionsTransmitFirst() {
@@ -267,7 +267,7 @@ import Testing
         #expect(duplicate.ackSeqs == [2])
         #expect(duplicate.persists.isEmpty)
         #expect(duplicate.delivered.isEmpty)
-        #expect(router.table[id]?.receivedSeq == 2)
+        #expect(router.table[id]?.inbound.receivedSeq == 2)
     }
 
     @Test func aGapIsAProtocolErrorThatDropsTheLink() {
@@ -278,7 +278,7 @@ import Testing
         let gap = router.data(id, 3)
         #expect(gap.dropsLink)
         #expect(gap.persists.isEmpty)
-        #expect(router.table[id]?.receivedSeq == 1)
+        #expect(router.table[id]?.inbound.receivedSeq == 1)
     }
 
     @Test func dataForASessionNotOpenHereIsAnsweredWithUnknownSession() {

@@ -24,7 +24,7 @@ import Testing
             #expect(router.budget.held <= Self.budget.memoryBudgetBytes)
         }
         #expect(router.budget.held <= (Self.budget.memoryBudgetBytes / 4))  // the server is down: one share at most
-        #expect(router.table[id]?.outboxBytes == 100 * 100)
+        #expect(router.table[id]?.outbound.storedBytes == 100 * 100)
 
         // The server comes up: everything goes, in order, each message once, through a bounded window.
         var wire: [(UInt64, String)] = []
@@ -43,7 +43,7 @@ import Testing
         #expect(wire.map(\.0) == Array(1...100))
         #expect(wire.map(\.1) == (1...100).map { payload($0) })
         #expect(router.table[id]?.outboxCount == 0)
-        #expect(router.table[id]?.outboxBytes == 0)
+        #expect(router.table[id]?.outbound.storedBytes == 0)
         #expect(router.budget.held == 0)
     }
 
@@ -81,7 +81,7 @@ import Testing
         #expect(router.budget.held == Self.budget.memoryBudgetBytes)
         let waiting = router.newSession(service: "waiting")
         for seq in 1...3 { _ = router.completing(router.clientSend(alice, request: 7, .init(session: waiting, payload: bytes(payload(seq)))), disk: disk) }
-        #expect(router.table[waiting]?.outboxWindow.isEmpty == true)  // no room: in the store only
+        #expect(router.table[waiting]?.outbound.window.isEmpty == true)  // no room: in the store only
 
         var actions = router.linkEstablished(flow: true)
         for id in busy + [waiting] { actions += router.received(.openOK(OpenOK(session: id, lastAcked: 0))) }

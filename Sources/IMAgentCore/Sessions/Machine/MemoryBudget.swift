@@ -13,9 +13,9 @@
 ///   `uidStoringShare` the sending client's socket is no longer read (TCP pushes back on
 ///   the client) until its uid's SENDs are half stored.
 ///
-/// A `Session`'s byte fields (`loadedBytes`, `inboxWindowBytes`, its loads' reservations,
-/// `storingInBytes`, `storingOutBytes`) are changed only here, so `held` is always their
-/// sum over the sessions (`SessionRouter.budgetHeldBySessions` checks it in the tests).
+/// The byte fields of a session's queues (`windowCost`, `load`, `storingBytes` of its
+/// `OutboundQueue` and `InboundQueue`) are changed only here, so
+/// `held` is always their sum over the sessions (`SessionRouter.budgetAudit` checks it in the tests).
 struct MemoryBudget {
     /// The windows' limit (`[store] memory_budget_bytes`).
     var limit: Int
@@ -56,79 +56,73 @@ struct MemoryBudget {
     /// Whether `cost` more may come into memory for `session` (the one message of an
     /// empty budget always may, however large).
     func fits(_ cost: Int, _ session: Session) -> Bool {
+        fits(cost, windowBytes: session.windowBytes)
+    }
+
+    /// The same for a session whose windows hold `windowBytes`.
+    func fits(_ cost: Int, windowBytes: Int) -> Bool {
         if held == 0 { return true }
-        return held + cost <= limit && session.windowBytes + cost <= sessionShare
+        return held + cost <= limit && windowBytes + cost <= sessionShare
     }
 
     /// Bytes `session` may still take, within `cap` (negative: none; an empty budget still admits one message).
     func room(for session: Session, cap: Int = .max) -> Int {
-        min(limit - held, sessionShare - session.windowBytes, cap)
+        room(windowBytes: session.windowBytes, cap: cap)
+    }
+
+    /// The same for a session whose windows hold `windowBytes`.
+    func room(windowBytes: Int, cap: Int = .max) -> Int {
+        min(limit - held, sessionShare - windowBytes, cap)
     }
 
     /// An outbound message comes into the session's window.
-    mutating func keepOutbound(_ cost: Int, in session: inout Session) {
-        session.loadedBytes += cost
+    mutating func keepOutbound(_ cost: Int, in queue: inout OutboundQueue) {
+        queue.windowCost += cost
         held += cost
     }
 
     /// Outbound messages leave the window (acknowledged, given up).
-    mutating func releaseOutbound(_ cost: Int, from session: inout Session) {
-        session.loadedBytes -= cost
+    mutating func releaseOutbound(_ cost: Int, from queue: inout OutboundQueue) {
+        queue.windowCost -= cost
         release(cost)
     }
 
     /// An inbound message comes into the session's window.
-    mutating func keepInbound(_ cost: Int, in session: inout Session) {
-        session.inboxWindowBytes += cost
+    mutating func keepInbound(_ cost: Int, in queue: inout InboundQueue) {
+        queue.windowCost += cost
         held += cost
     }
 
     /// Inbound messages leave the window (handed to the client, acknowledged).
-    mutating func releaseInbound(_ cost: Int, from session: inout Session) {
-        session.inboxWindowBytes -= cost
+    mutating func releaseInbound(_ cost: Int, from queue: inout InboundQueue) {
+        queue.windowCost -= cost
         release(cost)
     }
 
-    /// Starts a read of the store for one of the session's windows (`\.outboundLoad` or
-    /// `\.inboundLoad`), holding the room the session has (at most `cap`) until it completes,
-    /// and returns those bytes. With no room, nil: the session waits, and `settle` wakes it
-    /// when bytes are released. An empty budget admits the one message, however large.
-    mutating func beginRead(_ read: WritableKeyPath<Session, Session.Load?>, cap: Int = .max, token: UInt64,
-                            in session: inout Session) -> Int? {
-        let room = room(for: session, cap: cap)
+    /// Starts a read of the store into `load` (one of the session's windows' reads), holding
+    /// the room the session has beside `windowBytes` (at most `cap`) until it completes, and
+    /// returns those bytes. With no room, nil: the session waits, and `settle` wakes it when
+    /// bytes are released. An empty budget admits the one message, however large.
+    mutating func beginRead(_ load: inout Session.Load?, session id: UInt64, windowBytes: Int, cap: Int = .max,
+                            token: UInt64) -> Int? {
+        let room = room(windowBytes: windowBytes, cap: cap)
         guard room > 0 || held == 0 else {
-            waiters.insert(session.id)
+            waiters.insert(id)
             return nil
         }
         let reserved = max(room, 0)
-        session[keyPath: read] = Session.Load(token: token, reserved: reserved)
+        load = Session.Load(token: token, reserved: reserved)
         held += reserved
         return reserved
     }
 
     /// That read is over (completed, or forgotten by a reset).
-    mutating func endRead(_ read: WritableKeyPath<Session, Session.Load?>, in session: inout Session) {
-        guard let load = session[keyPath: read] else { return }
-        session[keyPath: read] = nil
-        release(load.reserved)
+    mutating func endRead(_ load: inout Session.Load?) {
+        guard let ended = load else { return }
+        load = nil
+        release(ended.reserved)
     }
 
-    /// Forgets the inbound window (after an attach, a detach): it is read again from the store.
-    mutating func dropInboundWindow(of session: inout Session) {
-        endRead(\.inboundLoad, in: &session)
-        release(session.inboxWindowBytes)
-        session.inboxWindowBytes = 0
-        session.inbox.removeAll()
-    }
-
-    /// Forgets both windows; the session's queues stay in the store.
-    mutating func dropWindows(of session: inout Session) {
-        dropInboundWindow(of: &session)
-        endRead(\.outboundLoad, in: &session)
-        release(session.loadedBytes)
-        session.loadedBytes = 0
-        session.outboxWindow.removeAll()
-    }
 
     /// The session waits no more (it failed: nothing is read for it).
     mutating func stopWaiting(_ session: UInt64) {
@@ -138,12 +132,13 @@ struct MemoryBudget {
     /// The session is closed: nothing of it stays in memory, and what it was storing is
     /// no longer counted (the store's completions find it gone).
     mutating func forget(_ session: inout Session) {
-        dropWindows(of: &session)
+        session.inbound.dropWindow(budget: &self)
+        session.outbound.dropWindow(budget: &self)
         waiters.remove(session.id)
-        storingIn -= session.storingInBytes
-        session.storingInBytes = 0
-        session.storingOut.forEach { endStoringOut($0.payload.readableBytes, client: $0.client) }
-        session.storingOutBytes = 0
+        storingIn -= session.inbound.storingBytes
+        session.inbound.storingBytes = 0
+        session.outbound.storing.forEach { endStoringOut($0.payload.readableBytes, client: $0.client) }
+        session.outbound.storingBytes = 0
     }
 
     private mutating func release(_ bytes: Int) {
@@ -154,19 +149,19 @@ struct MemoryBudget {
 
     // MARK: Being stored
 
-    mutating func beginStoringIn(_ bytes: Int, in session: inout Session) {
-        session.storingInBytes += bytes
+    mutating func beginStoringIn(_ bytes: Int, in queue: inout InboundQueue) {
+        queue.storingBytes += bytes
         storingIn += bytes
     }
 
-    mutating func endStoringIn(_ bytes: Int, in session: inout Session) {
-        session.storingInBytes -= bytes
+    mutating func endStoringIn(_ bytes: Int, in queue: inout InboundQueue) {
+        queue.storingBytes -= bytes
         storingIn -= bytes
     }
 
     /// A SEND of `client` (of `uid`) is handed to the store.
-    mutating func beginStoringOut(_ bytes: Int, client: UInt64, uid: UInt32, in session: inout Session) {
-        session.storingOutBytes += bytes
+    mutating func beginStoringOut(_ bytes: Int, client: UInt64, uid: UInt32, in queue: inout OutboundQueue) {
+        queue.storingBytes += bytes
         storingOutByClient[client, default: (uid, 0)].bytes += bytes
         let total = storingOutByUID[uid, default: 0] + bytes
         storingOutByUID[uid] = total
@@ -176,8 +171,8 @@ struct MemoryBudget {
     }
 
     /// The store is done with a SEND of `client` (stored or failed).
-    mutating func endStoringOut(_ bytes: Int, client: UInt64, in session: inout Session) {
-        session.storingOutBytes -= bytes
+    mutating func endStoringOut(_ bytes: Int, client: UInt64, in queue: inout OutboundQueue) {
+        queue.storingBytes -= bytes
         endStoringOut(bytes, client: client)
     }
 

@@ -41,11 +41,9 @@ extension SessionRouter {
         let (change, opened) = table.modify(id) { session in
             if let priority = open.priority { session.priority = priority }
             session.attachedClient = client.id
-            // Redelivery starts after what a client acknowledged, whatever was sent before.
-            session.handedOverSeq = session.clientAckedSeq
-            budget.dropInboundWindow(of: &session)
+            session.inbound.attach(budget: &budget)
             // SENDs (of a client that went away, usually) are being stored: OPENED follows them.
-            return (SessionChange(.attached, session), session.assignedSeq > session.acceptedSeq ? nil : session.opened)
+            return (SessionChange(.attached, session), session.outbound.isStoring ? nil : session.opened)
         }!
         actions.append(.watch(change))
         guard let opened else {
@@ -65,7 +63,7 @@ extension SessionRouter {
         }
         return table.modify(id) { session in
             session.attachedClient = nil
-            budget.dropInboundWindow(of: &session)
+            session.inbound.dropWindow(budget: &budget)
             return [.reply(client: client.id, request: request, .ok(.init())),
                     .watch(SessionChange(.detached, session, reason: "DETACH"))]
                 + session.dropUnattended(flow: link?.flow == true, budget: &budget, tokens: &tokens)
@@ -119,13 +117,11 @@ extension SessionRouter {
                               "uid \(session.owner) has \(ownerBytes) bytes waiting in its sessions; \(bytes) more would pass "
                                   + "[limits] uid_outbox_bytes = \(limits.uidOutboxBytes)")]
             }
-            session.assignedSeq += 1
-            let seq = session.assignedSeq
             let token = tokens.next()
             // TTL_MS 0 or absent: forever.
             let deadline = send.ttlMS.flatMap { $0 == 0 ? nil : now.wallMS + Int64($0) }
-            session.storingOut.append(seq, .init(payload: send.payload, client: client.id, token: token, deadlineMS: deadline))
-            budget.beginStoringOut(bytes, client: client.id, uid: client.uid, in: &session)
+            let seq = session.outbound.assign(send.payload, client: client.id, uid: client.uid, token: token, deadlineMS: deadline,
+                                              budget: &budget)
             return [.store(.appendOutbound(session: send.session, seq: seq, payload: send.payload, expiresAtMS: deadline), tag: token,
                            then: .accepted(client: client.id, request: request, session: send.session, seq: seq))]
         }!
@@ -139,24 +135,16 @@ extension SessionRouter {
             if let other = session.attachedClient, other != client.id {
                 return [.fail(client: client.id, request: request, .sessionBusy, "session \(id) is attached to another client")]
             }
-            guard seq <= session.receivedSeq else {
+            guard seq <= session.inbound.receivedSeq else {
                 return [.fail(client: client.id, request: request, .badRequest,
-                              "ACK \(seq) is beyond the last message of session \(id) (\(session.receivedSeq))")]
+                              "ACK \(seq) is beyond the last message of session \(id) (\(session.inbound.receivedSeq))")]
             }
             var actions: [SessionAction] = [.reply(client: client.id, request: request, .ok(.init()))]
-            guard seq > session.clientAckedSeq else { return actions }
-            // The window starts after `handedOverSeq`: only an ACK beyond it (of messages
-            // the client had from an earlier attach) reaches into it.
-            while let first = session.inbox.first, first.seq <= seq {
-                session.inbox.removeFirst()
-                budget.releaseInbound(Session.windowCost(first.payload), from: &session)
-            }
-            session.clientAckedSeq = seq
-            session.handedOverSeq = max(session.handedOverSeq, seq)
+            guard seq > session.inbound.clientAckedSeq else { return actions }
+            session.inbound.clientAcknowledged(seq, budget: &budget)
             actions.append(tokens.store(.markDelivered(session: id, upTo: seq), then: .deliveredStored(session: id, seq: seq)))
             // Hysteresis: reopen at half the limit, so a reader at the edge does not flap the window.
-            if session.pausedUpstream, session.inboxCount < limits.inboxMessages / 2 {
-                session.pausedUpstream = false
+            if session.inbound.count < limits.inboxMessages / 2, session.inbound.resume() {
                 if session.upstream == .open, link?.flow == true {
                     actions.append(.send(.window(WindowUpdate(session: id, window: Session.defaultWindow))))
                 }
@@ -179,7 +167,7 @@ extension SessionRouter {
         for id in table.byPriority(table.byClient[clientID] ?? []) {
             actions += table.modify(id) { session in
                 session.attachedClient = nil
-                budget.dropInboundWindow(of: &session)
+                session.inbound.dropWindow(budget: &budget)
                 return [.watch(SessionChange(.detached, session, reason: "client disconnected"))]
                     + session.dropUnattended(flow: link?.flow == true, budget: &budget, tokens: &tokens)
             } ?? []

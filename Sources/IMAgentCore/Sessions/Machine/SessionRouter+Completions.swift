@@ -91,36 +91,25 @@ extension SessionRouter {
     /// A read of the store for the outbound window completed.
     mutating func fillOutboundWindow(session id: UInt64, token: UInt64,
                                  _ result: Result<[OutboundMessage], SessionPersistenceError>) -> [SessionAction] {
-        guard let load = table[id]?.outboundLoad, load.token == token else { return [] }  // closed, or the window was reset
+        guard table[id]?.outbound.isReading(token) == true else { return [] }  // closed, or the window was reset
         let now = now.wallMS
         // Transmits what was read, unless the read failed or found nothing.
         var stalled = true
         let actions = table.modify(id) { session -> [SessionAction] in
-            budget.endRead(\.outboundLoad, in: &session)
-            switch result {
-            case .failure(let error):
+            let added = session.outbound.endRead(try? result.get(), budget: &budget)
+            if case .failure(let error) = result {
                 return [.log(.warning, "session \(id): outbound messages not read from the store: \(error)"),
                         .storeFailed(reason: "session \(id): outbound messages not read from the store: \(error)")]
-            case .success(let messages):
-                // Nothing else changes the store after the window while a read is under way (no
-                // expiry, no OPEN_OK beyond the window): these are the outbox's next messages.
-                var added = 0
-                for message in messages where message.seq > session.loadedThroughSeq && session.outboxWindow.count < session.outboxStored {
-                    session.outboxWindow.append(Session.OutboundEntry(seq: message.seq, payload: message.payload, deadlineMS: message.expiresAtMS))
-                    session.loadedThroughSeq = message.seq
-                    budget.keepOutbound(Session.windowCost(message.payload), in: &session)
-                    added += 1
-                }
-                // An expiry that waited for this read.
-                var actions = session.expireStored(now: now, tokens: &tokens, limits: limits)
-                if added == 0, session.outboxWindow.count < session.outboxStored {
-                    // Read again at once, it would find nothing again: wait for the next event instead.
-                    actions.append(.log(.warning, "session \(id): the store holds no outbound message after seq \(session.loadedThroughSeq)"))
-                } else {
-                    stalled = false
-                }
-                return actions
             }
+            // An expiry that waited for this read.
+            var actions = session.expireStored(now: now, tokens: &tokens, limits: limits)
+            if added == 0, session.outbound.hasMessagesAfterWindow {
+                // Read again at once, it would find nothing again: wait for the next event instead.
+                actions.append(.log(.warning, "session \(id): the store holds no outbound message after seq \(session.outbound.loadedThroughSeq)"))
+            } else {
+                stalled = false
+            }
+            return actions
         }!
         return stalled ? actions : actions + transmit(id)
     }
@@ -128,10 +117,10 @@ extension SessionRouter {
     /// The store gave up expired outbound messages after the window.
     mutating func forgetExpiredAfterWindow(session id: UInt64, token: UInt64,
                                            _ result: Result<ExpiredOutbound, SessionPersistenceError>) -> [SessionAction] {
-        guard table[id]?.expiring == token else { return [] }  // closed
+        guard table[id]?.outbound.expiring == token else { return [] }  // closed
         let now = now.wallMS
         let actions = table.modify(id) { session in
-            session.expiring = nil
+            session.outbound.endStoreExpiry(try? result.get())
             var actions: [SessionAction] = []
             switch result {
             case .failure(let error):
@@ -139,18 +128,13 @@ extension SessionRouter {
                 actions.append(.log(.warning, "session \(id): expired messages not given up: \(error)"))
                 actions.append(.expireAt(now + 1_000))
             case .success(let batch):
-                let reason = "its TTL passed before it reached the server"
-                // Each was after the window (no read runs meanwhile) and not on any link.
                 for message in batch.messages {
-                    session.outboxStored -= 1
-                    session.outboxBytes -= message.bytes
-                    session.givenUp += 1
-                    actions.append(.log(.info, "session \(id): outbound seq \(message.seq) given up: \(reason)"))
+                    actions.append(.log(.info, "session \(id): outbound seq \(message.seq) given up: \(Self.expiredReason)"))
                     if let client = session.attachedClient {
-                        actions.append(.event(client: client, .expired(.init(session: id, seq: message.seq, code: .expired, message: reason))))
+                        actions.append(.event(client: client, .expired(.init(session: id, seq: message.seq, code: .expired,
+                                                                             message: Self.expiredReason))))
                     }
                 }
-                session.storeDeadlineMS = batch.nextExpiryMS
                 if batch.messages.count >= limits.expiryBatch {
                     actions += session.expireStored(now: now, tokens: &tokens, limits: limits)  // more are due
                 } else if let next = batch.nextExpiryMS {
@@ -165,8 +149,7 @@ extension SessionRouter {
     /// The store found the messages an OPEN_OK's LAST_ACKED covers beyond the window.
     mutating func completeLocatedOpenOK(session id: UInt64, token: UInt64,
                                   _ result: Result<OutboundSpan, SessionPersistenceError>) -> [SessionAction] {
-        guard let pending = table[id]?.locating, pending.token == token else { return [] }  // closed, or the link changed
-        table.modify(id) { $0.locating = nil }
+        guard let pending = table.modify(id, { $0.outbound.located(token: token) }) ?? nil else { return [] }  // closed, or the link changed
         switch result {
         case .failure(let error):
             return [.storeFailed(reason: "session \(id): the acknowledged outbound messages not found in the store: \(error)")]
@@ -178,26 +161,17 @@ extension SessionRouter {
     /// A read of the store for the inbound window completed.
     mutating func fillInboundWindow(session id: UInt64, token: UInt64,
                                 _ result: Result<[InboundMessage], SessionPersistenceError>) -> [SessionAction] {
-        guard let load = table[id]?.inboundLoad, load.token == token else { return [] }  // closed, detached or re-attached
-        let stalled: Bool = table.modify(id) { session in
-            budget.endRead(\.inboundLoad, in: &session)
-            guard case .success(let messages) = result else { return false }
-            for message in messages where message.seq == session.handedOverSeq + UInt64(session.inbox.count) + 1 {
-                session.inbox.append((message.seq, message.payload))
-                budget.keepInbound(Session.windowCost(message.payload), in: &session)
-            }
-            // The client may have acknowledged past this read while it ran (messages it had before
-            // a restart): then what it read is behind the window, or gone, and nothing is amiss.
-            let overtaken = messages.last.map { $0.seq <= session.handedOverSeq } ?? false
-            return session.inbox.isEmpty && session.handedOverSeq < session.receivedSeq && !overtaken
-        }!
+        guard table[id]?.inbound.isReading(token) == true else { return [] }  // closed, detached or re-attached
+        // The client may have acknowledged past this read while it ran (messages it had before
+        // a restart): then what it read is behind the window, or gone, and nothing is amiss.
+        let stalled: Bool = table.modify(id) { $0.inbound.endRead(try? result.get(), budget: &budget) }!
         if case .failure(let error) = result {
             return [.log(.warning, "session \(id): inbound messages not read from the store: \(error)"),
                     .storeFailed(reason: "session \(id): inbound messages not read from the store: \(error)")]
         }
         if stalled {
             // Read again at once, it would find nothing again: wait for the next event instead.
-            let after = table[id]?.handedOverSeq ?? 0
+            let after = table[id]?.inbound.handedOverSeq ?? 0
             return [.log(.warning, "session \(id): the store holds no inbound message after seq \(after)")]
         }
         return deliver(id)

@@ -12,24 +12,25 @@ extension SessionRouter {
             guard session.upstream == .open || session.upstream == .opening else {
                 return [.send(.error(ErrorFrame(session: data.session, code: .unknownSession, message: "session is not open")))]
             }
-            if data.seq <= session.storingSeq {
+            // The counters only: a copy of the whole queue kept alive across `receive` would make it copy its rings.
+            let (storingSeq, receivedSeq, ackedUpstreamSeq) = (session.inbound.storingSeq, session.inbound.receivedSeq,
+                                                               session.inbound.ackedUpstreamSeq)
+            if data.seq <= storingSeq {
                 // A duplicate: discard it, but acknowledge again what is stored.
-                guard data.seq <= session.receivedSeq, session.receivedSeq > 0 else { return [] }
-                return [.send(.ack(Ack(session: data.session, seq: session.receivedSeq)))]
+                guard data.seq <= receivedSeq, receivedSeq > 0 else { return [] }
+                return [.send(.ack(Ack(session: data.session, seq: receivedSeq)))]
             }
-            guard data.seq == session.storingSeq + 1 else {
-                return [.dropLink(reason: "DATA seq \(data.seq) for session \(data.session) after \(session.storingSeq): a gap")]
+            guard data.seq == storingSeq + 1 else {
+                return [.dropLink(reason: "DATA seq \(data.seq) for session \(data.session) after \(storingSeq): a gap")]
             }
             // Whatever the server does, it may not have more than the largest window we ever
             // announce unacknowledged: beyond it, it ignores WINDOW and would grow our memory.
-            if flow, data.seq > session.ackedUpstreamSeq + UInt64(Session.defaultWindow) {
+            if flow, data.seq > ackedUpstreamSeq + UInt64(Session.defaultWindow) {
                 return [.dropLink(reason: "DATA seq \(data.seq) for session \(data.session) beyond its window "
-                    + "(\(Session.defaultWindow) after ACK \(session.ackedUpstreamSeq)): the server ignores WINDOW")]
+                    + "(\(Session.defaultWindow) after ACK \(ackedUpstreamSeq)): the server ignores WINDOW")]
             }
-            session.storingSeq = data.seq
             let token = tokens.next()
-            session.storingIn.append(data.seq, .init(payload: data.body, token: token))
-            budget.beginStoringIn(data.body.readableBytes, in: &session)
+            session.inbound.receive(data.seq, data.body, token: token, budget: &budget)
             return [.store(.appendInbound(session: data.session, seq: data.seq, payload: data.body), tag: token,
                            then: .inboundStored(session: data.session, seq: data.seq))]
                 + (flow ? session.pauseIfInboxFull(limit: limits.inboxMessages) : [])
@@ -39,33 +40,18 @@ extension SessionRouter {
     mutating func inboundStored(session id: UInt64, seq: UInt64, token: UInt64,
                                 _ result: Result<Void, SessionPersistenceError>) -> [SessionAction] {
         let givenUp: [SessionAction] = [.log(.debug, "session \(id): inbound seq \(seq) completed after it was given up")]
-        guard table[id]?.storingIn[seq]?.token == token else { return givenUp }
+        guard table[id]?.inbound.storingToken(seq) == token else { return givenUp }
         let flow = link?.flow == true
         var actions = table.modify(id) { session -> [SessionAction] in
             switch result {
             case .failure(let error):
                 // Unstored means unacknowledged: the server resends from RESUME_AFTER on the next link.
-                let bytes = session.storingIn.removeFrom(seq).reduce(0) { $0 + $1.payload.readableBytes }
-                budget.endStoringIn(bytes, in: &session)
-                session.storingSeq = seq - 1
+                session.inbound.storeFailed(from: seq, budget: &budget)
                 // Our disk's failure, not the server's: no ERROR upstream, the link backs off and resumes.
                 return [.storeFailed(reason: "session \(id): inbound seq \(seq) not stored: \(error)")]
             case .success:
-                session.storingIn.markStored(seq)
-                while let next = session.storingIn.popStored() {
-                    session.receivedSeq += 1
-                    receivedTotal += 1
-                    // Kept in the window for a reading client when it follows the window and
-                    // fits; otherwise read back from the store when the client gets to it.
-                    budget.endStoringIn(next.payload.readableBytes, in: &session)
-                    // A blocked client counts as reading: it drains soon, and the window bounds what waits.
-                    if session.attachedClient != nil, session.inboundLoad == nil,
-                       session.handedOverSeq + UInt64(session.inbox.count) + 1 == session.receivedSeq,
-                       budget.fits(Session.windowCost(next.payload), session) {
-                        session.inbox.append((session.receivedSeq, next.payload))
-                        budget.keepInbound(Session.windowCost(next.payload), in: &session)
-                    }
-                }
+                receivedTotal += session.inbound.stored(seq, reads: session.attachedClient != nil,
+                                                        outboundBytes: session.outbound.memoryBytes, budget: &budget)
                 var actions: [SessionAction] = []
                 acksDue.insert(id)
                 if !ackFlushScheduled {
@@ -86,21 +72,12 @@ extension SessionRouter {
     /// store (a client that attaches again gets them again from there).
     mutating func deliver(_ id: UInt64) -> [SessionAction] {
         // Looked at through a projection: a copy of the session kept alive across `modify` would make it copy the inbox.
-        guard let (attached, behind) = table[id].map({ ($0.attachedClient, $0.handedOverSeq < $0.receivedSeq) }),
+        guard let (attached, behind) = table[id].map({ ($0.attachedClient, $0.inbound.hasUndelivered) }),
               let client = attached, behind, !blockedClients.contains(client), attachesAwaitingStores[id] == nil else { return [] }
         return table.modify(id) { session in
-            var batch: [(seq: UInt64, payload: ByteBuffer)] = []
-            var bytes = 0
-            var cost = 0
-            while batch.count < limits.deliveryBatch, let first = session.inbox.first,
-                  batch.isEmpty || bytes + first.payload.readableBytes <= limits.deliveryBatchBytes {
-                session.inbox.removeFirst()
-                batch.append(first)
-                bytes += first.payload.readableBytes
-                cost += Session.windowCost(first.payload)
-            }
-            redeliveredTotal += session.handOver(batch.count)
-            budget.releaseInbound(cost, from: &session)
+            let (batch, redelivered) = session.inbound.handOver(limit: limits.deliveryBatch, maxBytes: limits.deliveryBatchBytes,
+                                                                budget: &budget)
+            redeliveredTotal += redelivered
             let actions: [SessionAction] = batch.isEmpty ? [] : [.deliver(client: client, session: id, batch)]
             return actions + session.refillInbound(reading: true, budget: &budget, tokens: &tokens, limits: limits)
         }!

@@ -16,10 +16,8 @@ extension SessionRouter {
             table.modify(id) { session in
                 guard !session.isFailed else { return }
                 session.upstream = .opening
-                session.transmittedCount = 0
-                session.locating = nil
-                // The server resends from RESUME_AFTER + 1, which acknowledges everything up to it.
-                session.ackedUpstreamSeq = session.receivedSeq
+                session.outbound.resetLink()
+                session.inbound.linkEstablished()
                 actions.append(.send(.open(session.openFrame(flow: flow))))
             }
         }
@@ -35,16 +33,14 @@ extension SessionRouter {
             table.modify(id) { session in
                 guard !session.isFailed else { return }
                 // Its oldest unacknowledged message was on this link: one more loss it was in flight for.
-                if byServer, session.transmittedCount > 0, let oldest = session.outboxWindow.first, let writtenAt = oldest.writtenAt,
+                if byServer, session.outbound.transmittedCount > 0, let oldest = session.outbound.window.first, let writtenAt = oldest.writtenAt,
                    session.poison.linkLost(oldestUnacked: oldest.seq, writtenAt: writtenAt, lostAt: lostAt) {
                     reached.append(.init(session: id, seq: oldest.seq, writeOrder: oldest.writeOrder))
                 }
                 let wasOpen = session.upstream == .open
                 session.upstream = .idle
                 // Nothing in flight survives the link: OPEN_OK says where to resume.
-                session.transmittedCount = 0
-                session.locating = nil
-                session.sendWindow = nil
+                session.outbound.resetLink()
                 guard wasOpen else { return }
                 if let client = session.attachedClient {
                     actions.append(.event(client: client, .sessionState(.init(session: id, state: .pending, message: "the link is down"))))
@@ -95,9 +91,7 @@ extension SessionRouter {
             // The server forgot the session on this link: OPEN again and resume from its OPEN_OK.
             return table.modify(error.session) { session in
                 session.upstream = .opening
-                session.transmittedCount = 0
-                session.locating = nil
-                session.sendWindow = nil
+                session.outbound.resetLink()
                 return [.log(.info, "server does not know session \(error.session); opening it again"),
                         .send(.open(session.openFrame(flow: link.flow)))]
             }!
@@ -116,9 +110,7 @@ extension SessionRouter {
         // Not a sort of every session per flush: only those with something to acknowledge.
         for id in table.byPriority(due) {
             table.modify(id) { session in
-                let received = session.receivedSeq
-                guard session.upstream == .open || session.upstream == .opening, received > session.ackedUpstreamSeq else { return }
-                session.ackedUpstreamSeq = received
+                guard session.upstream == .open || session.upstream == .opening, let received = session.inbound.takeDueAck() else { return }
                 actions.append(.send(.ack(Ack(session: id, seq: received))))
             }
         }

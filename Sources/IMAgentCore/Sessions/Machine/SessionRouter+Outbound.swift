@@ -12,7 +12,7 @@ extension SessionRouter {
         func notStored(_ error: SessionPersistenceError) -> SessionAction {
             .fail(client: client, request: request, error == .full ? .queueFull : .internal, "message not stored: \(error)")
         }
-        guard let current = table[id].map({ $0.storingOut[seq]?.token }) else {
+        guard let current = table[id].map({ $0.outbound.storingToken(seq) }) else {
             switch result {
             case .success: return [.fail(client: client, request: request, .sessionClosed, "session \(id) was closed")]
             case .failure(let error): return [notStored(error)]
@@ -28,47 +28,24 @@ extension SessionRouter {
             }
         }
         if case .failure(let error) = result {
-            table.modify(id) { session in
-                // Later appends of this session fail too (the store's contract): give their seqs back now.
-                for entry in session.storingOut.removeFrom(seq) {
-                    budget.endStoringOut(entry.payload.readableBytes, client: entry.client, in: &session)
-                }
-                session.assignedSeq = seq - 1
-            }
+            // Later appends of this session fail too (the store's contract): their seqs are given back now.
+            table.modify(id) { $0.outbound.storeFailed(from: seq, budget: &budget) }
             return [notStored(error)] + releaseAttaches(id)
         }
-        var actions: [SessionAction] = table.modify(id) { session in
-            session.storingOut.markStored(seq)
-            var actions: [SessionAction] = []
-            // ACCEPTED in seq order, so a client's SEQs arrive increasing.
-            while let next = session.storingOut.popStored() {
-                session.acceptedSeq += 1
-                acceptedTotal += 1
-                let bytes = next.payload.readableBytes
-                budget.endStoringOut(bytes, client: next.client, in: &session)
-                session.outboxBytes += bytes
-                // The window keeps it when everything before it is in memory too, nothing reads or
-                // gives up after the window, and there is room; otherwise it is read back from the
-                // store when its turn comes.
-                let cost = Session.windowCost(next.payload)
-                let keep = session.outboxWindow.count == session.outboxStored && session.outboundLoad == nil
-                    && session.expiring == nil && session.locating == nil && !session.isFailed && budget.fits(cost, session)
-                session.outboxStored += 1
-                if keep {
-                    session.outboxWindow.append(.init(seq: session.acceptedSeq, payload: next.payload, deadlineMS: next.deadlineMS,
-                                                     acceptedAt: now.instant))
-                    session.loadedThroughSeq = session.acceptedSeq
-                    budget.keepOutbound(cost, in: &session)
-                } else if let deadline = next.deadlineMS {
-                    session.storeDeadlineMS = min(session.storeDeadlineMS ?? deadline, deadline)
-                }
-                if let deadline = next.deadlineMS {
-                    sessionsWithTTL.insert(id)
-                    actions.append(.expireAt(deadline))
-                }
-            }
-            return actions
+        let instant = now.instant
+        let earliestDeadline: Int64? = table.modify(id) { session in
+            let (accepted, earliest) = session.outbound.stored(seq, acceptedAt: instant, mayKeep: !session.isFailed,
+                                                               inboundBytes: session.inbound.memoryBytes,
+                                                               budget: &budget)
+            acceptedTotal += accepted
+            return earliest
         }!
+        var actions: [SessionAction] = []
+        if let earliestDeadline {
+            sessionsWithTTL.insert(id)
+            actions.append(.expireAt(earliestDeadline))
+        }
+        // ACCEPTED in seq order, so a client's SEQs arrive increasing.
         actions.append(.reply(client: client, request: request, .accepted(.init(session: id, seq: seq))))
         return actions + transmit(id) + releaseAttaches(id)
     }
@@ -77,7 +54,7 @@ extension SessionRouter {
     mutating func releaseAttaches(_ id: UInt64) -> [SessionAction] {
         // Looked up first: on the message path there is nothing waiting, and no session to copy.
         guard attachesAwaitingStores[id] != nil,
-              let (attached, opened, storing) = table[id].map({ ($0.attachedClient, $0.opened, $0.assignedSeq > $0.acceptedSeq) }),
+              let (attached, opened, storing) = table[id].map({ ($0.attachedClient, $0.opened, $0.outbound.isStoring) }),
               !storing, let waiting = attachesAwaitingStores.removeValue(forKey: id) else { return [] }
         var actions: [SessionAction] = []
         for waiter in waiting where attached == waiter.client {
@@ -95,42 +72,32 @@ extension SessionRouter {
         let now = now.wallMS
         return table.modify(id) { session in
             var actions: [SessionAction] = []
-            while session.transmittedCount < session.outboxWindow.count {
-                if let window = session.sendWindow, session.transmittedCount >= Int(window) { break }
-                // The ACKs of what is ahead on the link call this again.
-                if session.transmittedCount > 0, session.transmittedBytes >= Session.linkAheadBytes { break }
-                let index = session.outboxWindow.index(session.outboxWindow.startIndex, offsetBy: session.transmittedCount)
-                let message = session.outboxWindow[index]
-                if message.seq > session.heldThroughSeq, let deadline = message.deadlineMS, deadline <= now {
-                    actions += session.giveUp(at: session.transmittedCount, code: .expired,
-                                              reason: "its TTL passed before it reached the server", budget: &budget, tokens: &tokens)
-                    continue
+            session.outbound.transmit(maxFrame: link.maxFrame, now: now, at: instant, linkWrites: &linkWrites, budget: &budget) { done in
+                switch done {
+                case .data(let wireSeq, let payload, let resent):
+                    if resent { resentTotal += 1 }
+                    actions.append(.send(.data(DataFrame(session: id, seq: wireSeq, body: payload))))
+                case .expired(let seq):
+                    actions.append(tokens.store(.giveUpOutbound(session: id, seq: seq),
+                                                then: .givenUp(session: id, seq: seq, code: .expired, reason: Self.expiredReason)))
+                case .tooLarge(let seq, let bytes):
+                    let reason = "\(bytes) bytes exceed the server's MAX_FRAME of \(link.maxFrame) bytes"
+                    actions.append(tokens.store(.giveUpOutbound(session: id, seq: seq),
+                                                then: .givenUp(session: id, seq: seq, code: .payloadTooLarge, reason: reason)))
                 }
-                if message.bytes > Int(link.maxFrame) {
-                    actions += session.giveUp(at: session.transmittedCount, code: .payloadTooLarge,
-                                              reason: "\(message.bytes) bytes exceed the server's MAX_FRAME of \(link.maxFrame) bytes",
-                                              budget: &budget, tokens: &tokens)
-                    continue
-                }
-                session.heldThroughSeq = max(session.heldThroughSeq, message.seq)
-                if message.seq <= session.transmittedThroughSeq { resentTotal += 1 } else { session.transmittedThroughSeq = message.seq }
-                linkWrites += 1
-                session.outboxWindow[index].writtenAt = instant
-                session.outboxWindow[index].writeOrder = linkWrites
-                session.transmittedCount += 1
-                session.transmittedBytes += message.bytes
-                let wireSeq = session.wireAckedSeq + UInt64(session.transmittedCount)
-                actions.append(.send(.data(DataFrame(session: id, seq: wireSeq, body: message.payload))))
             }
             return actions + session.refillOutbound(budget: &budget, tokens: &tokens, limits: limits)
         }!
     }
 
+    /// What a client reads about a message given up for its TTL.
+    static var expiredReason: String { "its TTL passed before it reached the server" }
+
     /// Gives up the session's messages whose TTL passed and that the server
     /// is known not to have; returns the next deadline still ahead, if any.
     /// The window is looked at here; after it, the store finds them (`expireStored`).
     mutating func expire(_ id: UInt64, now: Int64) -> (actions: [SessionAction], next: Int64?) {
-        guard let locating = table[id].map({ $0.locating != nil }) else {
+        guard let locating = table[id].map({ $0.outbound.locating != nil }) else {
             sessionsWithTTL.remove(id)
             return ([], nil)
         }
@@ -138,29 +105,16 @@ extension SessionRouter {
         if locating { return ([], nil) }
         return table.modify(id) { session in
             var actions: [SessionAction] = []
-            var next: Int64?
-            var waiting = false
-            var offset = session.transmittedCount  // those before are on the current link: the server decides them
-            while offset < session.outboxWindow.count {
-                let entry = session.outboxWindow[session.outboxWindow.index(session.outboxWindow.startIndex, offsetBy: offset)]
-                if let deadline = entry.deadlineMS {
-                    if entry.seq > session.heldThroughSeq, deadline <= now {
-                        actions += session.giveUp(at: offset, code: .expired, reason: "its TTL passed before it reached the server",
-                                                  budget: &budget, tokens: &tokens)
-                        continue
-                    }
-                    waiting = true
-                    if entry.seq > session.heldThroughSeq { next = min(next ?? deadline, deadline) }
-                }
-                offset += 1
+            var (next, hasTTL) = session.outbound.expireWindow(now: now, budget: &budget) { seq in
+                actions.append(tokens.store(.giveUpOutbound(session: id, seq: seq),
+                                            then: .givenUp(session: id, seq: seq, code: .expired, reason: Self.expiredReason)))
             }
             actions += session.expireStored(now: now, tokens: &tokens, limits: limits)
-            if let deadline = session.storeDeadlineMS {
-                waiting = true
+            if let deadline = session.outbound.storeDeadlineMS {
+                hasTTL = true
                 if deadline > now { next = min(next ?? deadline, deadline) }
             }
-            if !waiting, session.expiring == nil,
-               !session.outboxWindow.prefix(session.transmittedCount).contains(where: { $0.deadlineMS != nil }) {
+            if !hasTTL, session.outbound.expiring == nil {
                 sessionsWithTTL.remove(id)
             }
             return (actions, next)
@@ -185,44 +139,21 @@ extension SessionRouter {
     /// it (as the IPC seq of the last message it covers), and tell the client once stored.
     /// What it covers after the window (only an OPEN_OK after a restart) comes as `span`.
     mutating func advanceAcked(_ id: UInt64, toWire wireSeq: UInt64, beyondWindow span: OutboundSpan? = nil) -> [SessionAction] {
-        guard let current = table[id]?.wireAckedSeq, wireSeq > current else { return [] }
+        guard let current = table[id]?.outbound.wireAckedSeq, wireSeq > current else { return [] }
+        let instant = now.instant
         return table.modify(id) { session in
-            let count = Int(min(wireSeq - session.wireAckedSeq, UInt64(session.outboxWindow.count)))
             var actions: [SessionAction] = []
-            var seq = session.serverAckedSeq
-            var bytes = 0
-            var cost = 0
-            for _ in 0..<count {
-                let entry = session.outboxWindow.removeFirst()
-                if let accepted = entry.acceptedAt { actions.append(.acknowledged(after: now.instant - accepted)) }
-                seq = entry.seq
-                bytes += entry.bytes
-                cost += Session.windowCost(entry.payload)
-            }
-            budget.releaseOutbound(cost, from: &session)
-            let bytesInWindow = bytes
-            var covered = count
-            if let span, span.count > 0 {
-                seq = span.lastSeq
-                bytes += span.bytes
-                covered += span.count
-            }
-            guard covered > 0 else { return actions }
-            session.outboxStored -= covered
-            session.outboxBytes -= bytes
-            session.serverAckedSeq = seq
+            guard let seq = session.outbound.acknowledge(throughWire: wireSeq, beyondWindow: span, budget: &budget, {
+                actions.append(.acknowledged(after: instant - $0))
+            }) else { return actions }
             session.poison.acknowledged(through: seq)
-            session.loadedThroughSeq = max(session.loadedThroughSeq, seq)
-            session.wireAckedSeq += UInt64(covered)
-            session.transmittedBytes = max(0, session.transmittedBytes - bytesInWindow)
-            session.transmittedCount = max(0, session.transmittedCount - count)
             return actions + [tokens.store(.markAcked(session: id, upTo: seq), then: .ackedStored(session: id, seq: seq))]
         }!
     }
 
     mutating func openOK(_ ok: OpenOK) -> [SessionAction] {
         guard let (upstream, locating, wireAckedSeq, outboxStored, windowCount) = table[ok.session].map({
-                  ($0.upstream, $0.locating != nil, $0.wireAckedSeq, $0.outboxStored, $0.outboxWindow.count) }),
+                  ($0.upstream, $0.outbound.locating != nil, $0.outbound.wireAckedSeq, $0.outbound.storedCount, $0.outbound.window.count) }),
               upstream == .opening, !locating else {
             return [.log(.debug, "OPEN_OK for session \(ok.session), which is not being opened")]
         }
@@ -249,10 +180,9 @@ extension SessionRouter {
         // After a restart nothing is read back yet: the store says which seqs (gaps of
         // messages given up included) and how many bytes the acknowledged messages are.
         return actions + table.modify(ok.session) { pending in
-            budget.endRead(\.outboundLoad, in: &pending)
             let token = tokens.next()
-            pending.locating = Session.PendingOpenOK(token: token, lastAcked: lastAcked, window: ok.window)
-            return [.store(.outboundSpan(session: ok.session, after: pending.loadedThroughSeq, count: covered - pending.outboxWindow.count),
+            let span = pending.outbound.locate(covered, lastAcked: lastAcked, window: ok.window, token: token, budget: &budget)
+            return [.store(.outboundSpan(session: ok.session, after: span.after, count: span.count),
                            tag: token, then: .located(session: ok.session))]
         }!
     }
@@ -263,12 +193,11 @@ extension SessionRouter {
         let flow = link?.flow == true
         table.modify(id) { session in
             session.upstream = .open
-            session.transmittedCount = 0
-            session.sendWindow = flow ? (window ?? Session.defaultWindow) : nil
+            session.outbound.opened(sendWindow: flow ? (window ?? Session.defaultWindow) : nil)
         }
         actions += advanceAcked(id, toWire: lastAcked, beyondWindow: span)
         // The server lacks everything after LAST_ACKED: from now on their TTLs count.
-        table.modify(id) { $0.heldThroughSeq = $0.serverAckedSeq }
+        table.modify(id) { $0.outbound.serverHoldsOnlyAcknowledged() }
         if sessionsWithTTL.contains(id) {
             let (expired, next) = expire(id, now: now.wallMS)
             actions += expired
@@ -324,12 +253,11 @@ extension SessionRouter {
 
     mutating func ackIn(_ ack: Ack) -> [SessionAction] {
         // Only the counters: a copy of the session held across `advanceAcked` would make it copy the outbox.
-        guard let (wireAckedSeq, transmittedCount) = table[ack.session].map({ ($0.wireAckedSeq, $0.transmittedCount) }) else {
+        guard let (wireAckedSeq, lastSent) = table[ack.session].map({ ($0.outbound.wireAckedSeq, $0.outbound.lastTransmittedWireSeq) }) else {
             return [.log(.debug, "ACK for session \(ack.session), which is not open here")]
         }
         // ACK carries a wire seq (see `Session`).
         guard ack.seq > wireAckedSeq else { return [] }
-        let lastSent = wireAckedSeq + UInt64(transmittedCount)
         guard ack.seq <= lastSent else {
             return [.dropLink(reason: "ACK \(ack.seq) for session \(ack.session) beyond the last DATA sent (\(lastSent))")]
         }
@@ -343,7 +271,7 @@ extension SessionRouter {
         guard table[update.session]?.upstream == .open else {
             return [.log(.debug, "WINDOW for session \(update.session), which is not open here")]
         }
-        table.modify(update.session) { $0.sendWindow = update.window }
+        table.modify(update.session) { $0.outbound.serverAllows(update.window) }
         return transmit(update.session)
     }
 }

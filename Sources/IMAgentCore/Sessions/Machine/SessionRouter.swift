@@ -141,7 +141,7 @@ struct SessionRouter<Random: RandomNumberGenerator> {
                 warnings.append("session \(restored.id) of uid \(restored.owner) failed at start-up: \(text)")
             }
             table.restore(restored)
-            if restored.storeDeadlineMS != nil { sessionsWithTTL.insert(restored.id) }
+            if restored.outbound.storeDeadlineMS != nil { sessionsWithTTL.insert(restored.id) }
         }
         return warnings
     }

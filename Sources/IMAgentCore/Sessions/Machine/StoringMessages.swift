@@ -20,7 +20,7 @@ struct StoringMessages {
         var stored = false
     }
 
-    /// Every session starts with this one shared storage (see `Session.emptyQueue`).
+    /// Every session starts with this one shared storage, as its windows do (`OutboundQueue.emptyWindow`).
     private static let emptyRing = CircularBuffer<Entry>(initialCapacity: 1)
 
     private var ring = StoringMessages.emptyRing

@@ -13,6 +13,8 @@ final class InMemorySessionPersistence: SessionPersistence {
     let loop: EventLoop
     /// Stored messages (outbound plus inbound, all sessions) beyond which appends fail with `.full`.
     var capacity: Int
+    /// Why an operation fails without being applied (a disk that refuses it), or nil to apply it.
+    var refusing: ((StoreOperation) -> SessionPersistenceError?)?
     /// A session as kept here: counters and both queues with their payloads.
     private struct Kept {
         var record: SessionRecord
@@ -84,6 +86,10 @@ final class InMemorySessionPersistence: SessionPersistence {
 
     func submit(_ operation: StoreOperation, tag: UInt64) {
         guard let receiver else { preconditionFailure("submit before deliverOutcomes(to:)") }
+        if let refusal = refusing?(operation) {
+            receiver([PersistOutcome(tag: tag, result: .failure(refusal))])
+            return
+        }
         receiver([PersistOutcome(tag: tag, result: apply(operation))])
     }
 

@@ -28,7 +28,7 @@ final class SessionService: LinkSessionDelegate {
     var onSessionChange: ((SessionChange) -> Void)?
     /// The one TTL timer: set for the earliest deadline the router announced.
     private var expiry: (deadline: Int64, task: Scheduled<Void>)?
-    /// Outbound messages given up (EXPIRED), for METRICS.
+    /// Outbound messages the store gave up (EXPIRED: TTL passed, too large for the server), for METRICS.
     private(set) var expiredTotal = 0
     /// Failures of the local store that dropped the link (not the server's fault), for STATUS and METRICS.
     private(set) var storeFailuresTotal = 0
@@ -251,10 +251,19 @@ final class SessionService: LinkSessionDelegate {
             guard let continuation = awaitingStore.removeValue(forKey: outcome.tag) else {
                 preconditionFailure("the store completed operation \(outcome.tag), which was not submitted")
             }
-            if case .expiredGivenUp = continuation, case .success(.expiredOutbound(let batch)) = outcome.result {
-                expiredTotal += batch.messages.count
-            }
+            expiredTotal += Self.givenUp(continuation, outcome.result)
             run(router.stored(continuation, tag: outcome.tag, outcome.result, now: Self.now))
+        }
+    }
+
+    /// Outbound messages the store's answer says it gave up: one for a message given up in
+    /// the window, the batch for those after it; none when the store failed.
+    private static func givenUp(_ continuation: StoreContinuation, _ result: Result<StoreResult, SessionPersistenceError>) -> Int {
+        guard case .success(let answer) = result else { return 0 }
+        switch continuation {
+        case .givenUp: return 1
+        case .expiredGivenUp: if case .expiredOutbound(let batch) = answer { return batch.messages.count } else { return 0 }
+        default: return 0
         }
     }
 
@@ -266,7 +275,6 @@ final class SessionService: LinkSessionDelegate {
                 logger.debug("session frame not sent: no link", metadata: ["frame": "\(frame.type)", "session": "\(frame.session)"])
             }
         case .store(let operation, let tag, let continuation):
-            if case .giveUpOutbound = operation { expiredTotal += 1 }
             awaitingStore[tag] = continuation
             persistence.submit(operation, tag: tag)
         case .reply(let client, let request, let message):

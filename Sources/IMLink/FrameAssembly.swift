@@ -1,13 +1,12 @@
 import NIOCore
 
-/// Gathers a large frame that arrives over several reads into a buffer of exactly its size.
+/// Gathers a large frame that arrives over several reads into a buffer of its own.
 ///
 /// A byte-to-message decoder otherwise keeps the partial frame in its cumulation buffer, and
 /// each frame parsed out of it leaves a body slice that shares that buffer's storage: when the
-/// decoder compacts the buffer behind the frame, the shared storage is copied whole into a new
-/// allocation, which for a 64 KiB frame is larger than glibc's mmap threshold and so is faulted
-/// in page by page. Gathered here, each byte of a large frame is copied once, into memory the
-/// size of the frame, and the reads it came in are handed back at once.
+/// decoder compacts the buffer behind the frame, the shared storage is copied into a new
+/// allocation, and the next read is copied in behind it. Gathered here, each byte of a large
+/// frame is copied once, and the reads it came in are handed back at once.
 ///
 /// The frame's size comes from its header, checked against the connection's limit first: an
 /// oversized frame is refused before anything is allocated for it.
@@ -20,7 +19,7 @@ public struct FrameAssembly {
     public enum Next {
         /// The front of the caller's buffer: a whole frame, a small one, or a header not yet complete.
         case inPlace
-        /// A whole large frame, gathered, exactly its size.
+        /// A whole large frame, gathered: exactly its bytes.
         case gathered(ByteBuffer)
         /// A large frame is being gathered; every byte that had arrived is in it.
         case needMoreData

@@ -4,7 +4,7 @@ import NIOCore
 ///
 /// `maxBody` starts at 1 MiB (the limit before HELLO_OK) and is raised by the
 /// connection once both sides have announced MAX_FRAME. A large frame that
-/// arrives over several reads is gathered into a buffer of its own size
+/// arrives over several reads is gathered into a buffer of its own
 /// (`FrameAssembly`).
 public struct IMLinkFrameDecoder: NIOSingleStepByteToMessageDecoder {
     public typealias InboundOut = Frame

@@ -6,7 +6,7 @@ import Testing
 
 @testable import IMAgentCore
 
-/// The MQTT link's decoder: large packets gathered into buffers of their own size, oversized
+/// The MQTT link's decoder: large packets gathered into buffers of their own, oversized
 /// PUBLISHes still read past.
 @Suite struct MQTTLinkPacketDecoderTests {
     static func publish(id: UInt16, size: Int) throws -> ByteBuffer {

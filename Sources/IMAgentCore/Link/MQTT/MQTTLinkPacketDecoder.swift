@@ -3,7 +3,7 @@ import MQTT5
 import NIOCore
 
 /// The MQTT link's packet decoder: `MQTT5PacketDecoder`, reading past an oversized PUBLISH,
-/// with a large packet that arrives over several reads gathered into a buffer of its own size
+/// with a large packet that arrives over several reads gathered into a buffer of its own
 /// (`FrameAssembly` says why).
 struct MQTTLinkPacketDecoder: NIOSingleStepByteToMessageDecoder {
     typealias InboundOut = Packet

@@ -18,6 +18,7 @@ struct IMAgentDaemon {
     /// Runs `asyncMain()` with Swift concurrency's jobs on the daemon's one
     /// event loop thread (`ConcurrencyOnEventLoop`), set up before any task runs.
     static func main() {
+        AllocatorSettings.apply()
         NIOSingletons.groupLoopCountSuggestion = 1
         if !ConcurrencyOnEventLoop.install() {
             printError("imagentd: warning: Swift concurrency stays on libdispatch's threads, which wake an idle daemon every second")

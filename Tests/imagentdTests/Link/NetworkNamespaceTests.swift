@@ -154,9 +154,7 @@ struct NetworkNamespaceTests {
     /// name whose pid is gone, never one of a live process or of another name.
     @Test(.enabled(if: unavailableReason == nil, "root, ip netns, nft and the refserver binary"))
     func setUpRemovesTheNamespacesOfKilledRuns() throws {
-        let exited = Process()
-        exited.executableURL = URL(fileURLWithPath: "/bin/true")
-        try exited.run()
+        let exited = try ChildProcess(executable: "/bin/true")
         exited.waitUntilExit()
         let gone = exited.processIdentifier
         let stale = ["imstale-s-\(gone)", "imstale-a-\(gone)"]

@@ -102,7 +102,10 @@ private final class Pipeliner: @unchecked Sendable {  // `socket`'s reads on one
     var report: String { "accepted \(accepted.load(ordering: .relaxed)), echoed \(received.load(ordering: .relaxed)), problems \(problems.prefix(5))" }
 
     init(socketPath: String) throws {
-        socket = try RawIPCSocket(path: socketPath, timeout: .seconds(2))
+        // Reads time out often, so that the receiving thread sees `stop`; a write waits as long as
+        // the daemon holds it back (it stops reading this socket while the SENDs before wait for the
+        // store, longer on a loaded machine): a write cut short leaves half a frame on the socket.
+        socket = try RawIPCSocket(path: socketPath, timeout: .seconds(2), writeTimeout: .seconds(120))
         socket.write(RawIPCSocket.hello())
         guard case .frame(let welcome) = socket.read(), welcome.op == 0x8001 else { throw RealDaemonError("no WELCOME") }
         socket.write(Self.encoded(.open(.init(service: "echo")), request: 1))

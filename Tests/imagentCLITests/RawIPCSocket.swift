@@ -34,12 +34,15 @@ final class RawIPCSocket: @unchecked Sendable {  // used by one thread at a time
     private let fd: Int32
     private var buffer: [UInt8] = []
 
-    init(path: String, timeout: Duration = .seconds(10)) throws {
+    /// `timeout` bounds each read, and each write unless `writeTimeout` says otherwise: a write
+    /// the daemon holds back on purpose (its back-pressure) needs longer than a read.
+    init(path: String, timeout: Duration = .seconds(10), writeTimeout: Duration? = nil) throws {
         fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
         var time = timeval(tv_sec: Int(timeout.components.seconds), tv_usec: 0)
+        var writeTime = timeval(tv_sec: Int((writeTimeout ?? timeout).components.seconds), tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &writeTime, socklen_t(MemoryLayout<timeval>.size))
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         withUnsafeMutableBytes(of: &address.sun_path) { raw in raw.copyBytes(from: path.utf8.prefix(raw.count - 1)) }

@@ -4,6 +4,15 @@ import NIOCore
 /// Incremental frame parsing, independent of any channel: call `parse` with
 /// the bytes received so far; it consumes one whole frame or nothing.
 public enum IPCFrameParser {
+    /// The whole frame's size once its length field is there; the length checked as `parse` does.
+    public static func frameSize(_ buffer: ByteBuffer, maxPayload: UInt32) throws(IPCError) -> Int? {
+        guard let length = buffer.getInteger(at: buffer.readerIndex, as: UInt32.self) else { return nil }
+        guard length >= IPCFrameHeader.minimumLength else { throw .lengthBelowMinimum(length) }
+        let limit = IPCFrameHeader.lengthLimit(maxPayload: maxPayload)
+        guard UInt64(length) <= limit else { throw .frameTooLarge(length: length, limit: limit) }
+        return IPCFrameHeader.lengthFieldSize + Int(length)
+    }
+
     /// Reads one frame from the front of `buffer`.
     ///
     /// Returns nil, leaving `buffer` untouched, while the frame is incomplete.

@@ -28,6 +28,28 @@ import Testing
         }
     }
 
+    /// `frameSize`, which the daemon's decoder reads before it gathers a large frame, applies
+    /// `parse`'s length rules: nothing is allocated for a frame `parse` would refuse.
+    @Test func frameSize_isTheWholeFramesSize_underParsesLengthRules() throws {
+        let maxPayload: UInt32 = 16
+        let limit = UInt32(IPCFrameHeader.lengthLimit(maxPayload: maxPayload))
+        #expect(try IPCFrameParser.frameSize(ByteBuffer(bytes: [0x00, 0x00, 0x01]), maxPayload: maxPayload) == nil)
+        var header = ByteBuffer()
+        header.writeInteger(limit)
+        #expect(try IPCFrameParser.frameSize(header, maxPayload: maxPayload) == 4 + Int(limit))
+        #expect(header.readableBytes == 4, "the buffer is only read")
+        var above = ByteBuffer()
+        above.writeInteger(limit + 1)
+        #expect(throws: IPCError.frameTooLarge(length: limit + 1, limit: UInt64(limit))) {
+            try IPCFrameParser.frameSize(above, maxPayload: maxPayload)
+        }
+        var below = ByteBuffer()
+        below.writeInteger(IPCFrameHeader.minimumLength - 1)
+        #expect(throws: IPCError.lengthBelowMinimum(IPCFrameHeader.minimumLength - 1)) {
+            try IPCFrameParser.frameSize(below, maxPayload: maxPayload)
+        }
+    }
+
     @Test func acceptsFrameOfExactlyMaxPayloadPlus64KiB_butNotOneByteMore() throws {
         let maxPayload: UInt32 = 16
         let limit = UInt32(IPCFrameHeader.lengthLimit(maxPayload: maxPayload))

@@ -1,4 +1,5 @@
 import AgentIPC
+import IMLink
 import NIOCore
 
 /// The daemon's frame decoder: `IPCFrameDecoder`'s rules, with a smaller
@@ -18,9 +19,22 @@ struct IPCServerFrameDecoder: NIOSingleStepByteToMessageDecoder {
 
     let maxPayload: UInt32
     let client: IPCClientConnection
+    private var assembly = FrameAssembly()
+
+    init(maxPayload: UInt32, client: IPCClientConnection) {
+        self.maxPayload = maxPayload
+        self.client = client
+    }
 
     mutating func decode(buffer: inout ByteBuffer) throws -> IPCFrame? {
-        try IPCFrameParser.parse(&buffer, maxPayload: client.greeted ? maxPayload : Self.maxPayloadBeforeHello)
+        let limit = client.greeted ? maxPayload : Self.maxPayloadBeforeHello
+        switch try assembly.next(from: &buffer, frameSize: { header throws(IPCError) in
+            try IPCFrameParser.frameSize(header, maxPayload: limit)
+        }) {
+        case .inPlace: return try IPCFrameParser.parse(&buffer, maxPayload: limit)
+        case .gathered(var whole): return try IPCFrameParser.parse(&whole, maxPayload: limit)
+        case .needMoreData: return nil
+        }
     }
 
     /// At the end of the input, what is left is decoded only while the client still reads:

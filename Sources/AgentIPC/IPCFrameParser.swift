@@ -4,7 +4,8 @@ import NIOCore
 /// Incremental frame parsing, independent of any channel: call `parse` with
 /// the bytes received so far; it consumes one whole frame or nothing.
 public enum IPCFrameParser {
-    /// The whole frame's size once its length field is there; the length checked as `parse` does.
+    /// The whole frame's size once its length field is there (nil before), the length checked
+    /// against 6 and against `maxPayload` + 64 KiB: `parse` starts here.
     public static func frameSize(_ buffer: ByteBuffer, maxPayload: UInt32) throws(IPCError) -> Int? {
         guard let length = buffer.getInteger(at: buffer.readerIndex, as: UInt32.self) else { return nil }
         guard length >= IPCFrameHeader.minimumLength else { throw .lengthBelowMinimum(length) }
@@ -22,19 +23,14 @@ public enum IPCFrameParser {
     /// is untouched too, but the stream is no longer usable: see `IPCError`.
     public static func parse(_ buffer: inout ByteBuffer,
                              maxPayload: UInt32 = IPCFrameHeader.defaultMaxPayload) throws(IPCError) -> IPCFrame? {
+        guard let frameSize = try frameSize(buffer, maxPayload: maxPayload) else { return nil }
         let start = buffer.readerIndex
-        guard let length = buffer.getInteger(at: start, as: UInt32.self) else { return nil }
-        guard length >= IPCFrameHeader.minimumLength else { throw .lengthBelowMinimum(length) }
-        let limit = IPCFrameHeader.lengthLimit(maxPayload: maxPayload)
-        guard UInt64(length) <= limit else { throw .frameTooLarge(length: length, limit: limit) }
-
         guard buffer.readableBytes >= IPCFrameHeader.size,
               let rawOp = buffer.getInteger(at: start + 4, as: UInt16.self),
               let request = buffer.getInteger(at: start + 6, as: UInt32.self)
         else { return nil }
         guard let op = IPCOp(rawValue: rawOp) else { throw .unknownOp(rawOp, request: request) }
 
-        let frameSize = IPCFrameHeader.lengthFieldSize + Int(length)
         guard buffer.readableBytes >= frameSize,
               let body = buffer.getSlice(at: start + IPCFrameHeader.size, length: frameSize - IPCFrameHeader.size)
         else { return nil }

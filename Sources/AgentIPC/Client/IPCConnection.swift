@@ -20,11 +20,6 @@ struct IPCConnection: Sendable {
     static func connect(to socketPath: IPCSocketPath, timeout: Duration?) async throws -> IPCConnection {
         let bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connectTimeout((timeout ?? .seconds(30)).timeAmount)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(IPCClientChannelHandler(channel: channel))
-                }
-            }
         let connected: Connected
         if let admin = await adminChannel(bootstrap, socketPath) {
             connected = admin
@@ -36,14 +31,17 @@ struct IPCConnection: Sendable {
 
     private typealias Connected = (channel: any Channel, handler: NIOLoopBound<IPCClientChannelHandler>)
 
-    /// Connects to `path` and takes the channel's handler at once, on the loop: a daemon that
-    /// refuses the connection (LIMIT_REACHED at accept) closes it, and a closed channel's
-    /// pipeline no longer holds the handler, which keeps the refusal's ERROR.
+    /// Connects to `path`, keeping the handler the channel was made with: a daemon that refuses
+    /// the connection (LIMIT_REACHED at accept) may close it before the connect returns, and a
+    /// closed channel's pipeline no longer holds the handler, which keeps the refusal's ERROR.
     private static func connect(_ bootstrap: ClientBootstrap, _ path: String) async throws -> Connected {
-        try await bootstrap.connect(unixDomainSocketPath: path).flatMapThrowing { channel in
-            (channel, NIOLoopBound(try channel.pipeline.syncOperations.handler(type: IPCClientChannelHandler.self),
-                                   eventLoop: channel.eventLoop))
-        }.get()
+        try await bootstrap.connect(unixDomainSocketPath: path) { channel in
+            channel.eventLoop.makeCompletedFuture {
+                let handler = IPCClientChannelHandler(channel: channel)
+                try channel.pipeline.syncOperations.addHandler(handler)
+                return (channel, NIOLoopBound(handler, eventLoop: channel.eventLoop))
+            }
+        }
     }
 
     /// The admin socket, when this user may connect to it: root, the daemon's user and its

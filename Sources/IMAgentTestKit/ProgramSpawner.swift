@@ -14,10 +14,24 @@ public struct ProgramSpawner: Sendable {
     public init(_ spawn: @escaping Spawn) { self.spawn = spawn }
 
     public static let direct = ProgramSpawner { _, executable, arguments, stdout, stderr, setting in
+        try spawn(executable, arguments, stdin: .null, stdout, stderr, setting)
+    }
+
+    /// Runs `prologue` in `/bin/sh` (a `umask`, descriptors to move), then execs the program in
+    /// the shell's place, so the pid spawned (and `$$` in the prologue) is the program's own;
+    /// `stdin` is the shell's standard input. Otherwise as `direct`.
+    public static func throughShell(_ prologue: String, stdin: ChildProcess.Stream = .null) -> ProgramSpawner {
+        ProgramSpawner { _, executable, arguments, stdout, stderr, setting in
+            try spawn("/bin/sh", ["-c", prologue + "\nexec \"$0\" \"$@\"", executable] + arguments, stdin: stdin, stdout, stderr, setting)
+        }
+    }
+
+    private static func spawn(_ executable: String, _ arguments: [String], stdin: ChildProcess.Stream, _ stdout: String,
+                              _ stderr: String, _ setting: [String: String]) throws(ChildProcessError) -> ChildProcess {
         try ChildProcess(executable: executable, arguments: arguments,
                          setting: ["SWIFT_BACKTRACE": "enable=no"].merging(setting) { $1 },
                          unsetting: ["NOTIFY_SOCKET", "IMAGENT_SOCKET"].filter { setting[$0] == nil },
-                         stdout: .file(stdout, append: true), stderr: .file(stderr, append: true))
+                         stdin: stdin, stdout: .file(stdout, append: true), stderr: .file(stderr, append: true))
     }
 
     /// `executable ARGUMENTS…`, or `ip netns exec NAMESPACE executable ARGUMENTS…` in a namespace.

@@ -80,38 +80,36 @@ final class TCPEjabberd: @unchecked Sendable {
 /// ejabberd and a daemon logging in to it as `TCPEjabberd.user` with its token; both stopped afterwards.
 /// `maxFrame`: the daemon's `[server] max_frame_bytes` (and `[limits] max_payload_bytes`, which may not be larger).
 func withEjabberdDaemon(maxFrame: Int? = nil, _ body: (inout RealDaemon, TCPEjabberd) async throws -> Void) async throws {
-    let setup = try await RealDaemon.prepare(extraConfig: """
-        [mqtt]
-        client_id = "mqtt-test-host"
-        username = "\(TCPEjabberd.user)"
-        session_expiry_seconds = 3600
-        \(maxFrame.map { "[limits]\nmax_payload_bytes = \($0 - 100)" } ?? "")
-        """)
-    let started = ContinuousClock.now
-    let broker = try TCPEjabberd.start(directory: setup.directory, password: "real-daemon-token")
-    print("ejabberd: listening \(ContinuousClock.now - started) after start")
-    var daemon: RealDaemon
+    let directory = try FakeDaemon.makeTemporaryDirectory()
+    var started: TCPEjabberd?
+    let (broker, setup): (TCPEjabberd, RealDaemon.Setup)
     do {
-        var text = try String(contentsOfFile: setup.configPath, encoding: .utf8)
-            .replacingOccurrences(of: "endpoints = [\"\(setup.server.address)\"]",
-                                  with: "endpoints = [\"127.0.0.1:\(broker.port)\"]\nprotocol = \"mqtt\"" + (maxFrame.map { "\nmax_frame_bytes = \($0)" } ?? ""))
-        text = text.replacingOccurrences(of: "tls = false\n", with: "tls = false\n")
-        try text.write(toFile: setup.configPath, atomically: true, encoding: .utf8)
-        daemon = try await RealDaemon.launch(setup)
+        let starting = ContinuousClock.now
+        broker = try TCPEjabberd.start(directory: directory, password: "real-daemon-token")
+        started = broker
+        print("ejabberd: listening \(ContinuousClock.now - starting) after start")
+        setup = try await RealDaemon.prepare(.external("127.0.0.1:\(broker.port)"), in: directory) { config in
+            config.serverExtra = "protocol = \"mqtt\"" + (maxFrame.map { "\nmax_frame_bytes = \($0)" } ?? "")
+            config.extra = """
+                [mqtt]
+                client_id = "mqtt-test-host"
+                username = "\(TCPEjabberd.user)"
+                session_expiry_seconds = 3600
+                \(maxFrame.map { "[limits]\nmax_payload_bytes = \($0 - 100)" } ?? "")
+                """
+        }
     } catch {
-        broker.stop()
+        started?.stop()
+        removeTree(directory)
         throw error
     }
-    do {
+    try await withRealDaemon(setup, companions: [broker]) { daemon in
         try await body(&daemon, broker)
-    } catch {
-        print("daemon log:\n\(daemon.log.suffix(4000))\nejabberd log:\n\(broker.log.suffix(3000))")
-        broker.stop()
-        await daemon.stop()
-        throw error
     }
-    broker.stop()
-    await daemon.stop()
+}
+
+extension TCPEjabberd: Companion {
+    var name: String { "ejabberd" }
 }
 
 /// Publishes QoS 1 messages to the broker as user `backend` with paho-mqtt (the python3 on PATH),

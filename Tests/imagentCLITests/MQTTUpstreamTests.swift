@@ -230,49 +230,44 @@ struct MQTTUpstreamTests {
 func withMQTTDaemon(brokerExtra: String = "", brokerFiles: (String) throws -> String = { _ in "" }, daemonExtra: String = "",
                     socketMode: String = "0600", tls: (listener: (String, UInt16) throws -> String, daemon: (String, String) -> String)? = nil,
                     _ body: (inout RealDaemon, TCPMosquitto, EchoBackend) async throws -> Void) async throws {
-    let setup = try await RealDaemon.prepare(extraConfig: """
-        [mqtt]
-        client_id = "mqtt-test-host"
-        session_expiry_seconds = 600
-        \(daemonExtra)
-        """, socketMode: socketMode)
-    let tlsPort = UInt16(try freeLoopbackPort())
-    let broker = try TCPMosquitto.start(directory: setup.directory,
-                                        extra: brokerExtra + "\n" + (try brokerFiles(setup.directory)) + "\n"
-                                            + (try tls.map { try $0.listener(setup.directory, tlsPort) } ?? ""))
-    let backend: EchoBackend
+    let directory = try FakeDaemon.makeTemporaryDirectory()
+    var started: [any Companion] = []
+    let (broker, backend, setup): (TCPMosquitto, EchoBackend, RealDaemon.Setup)
     do {
-        backend = try EchoBackend.start(port: broker.port, log: setup.directory + "/echo.log")
-    } catch {
-        broker.stop()
-        throw error
-    }
-    var daemon: RealDaemon
-    do {
+        let tlsPort = UInt16(try freeLoopbackPort())
+        broker = try TCPMosquitto.start(directory: directory,
+                                        extra: brokerExtra + "\n" + (try brokerFiles(directory)) + "\n"
+                                            + (try tls.map { try $0.listener(directory, tlsPort) } ?? ""))
+        started.append(broker)
         // The same file as for IMLink, pointed at the broker: the token file stays, as the password.
-        var text = try String(contentsOfFile: setup.configPath, encoding: .utf8)
-            .replacingOccurrences(of: "endpoints = [\"\(setup.server.address)\"]",
-                                  with: "endpoints = [\"127.0.0.1:\(tls == nil ? broker.port : tlsPort)\"]\nprotocol = \"mqtt\"")
-        if let tls { text = tls.daemon(text.replacingOccurrences(of: "tls = false\n", with: ""), setup.directory) }
-        try text.write(toFile: setup.configPath, atomically: true, encoding: .utf8)
-        daemon = try await RealDaemon.launch(setup)
+        setup = try await RealDaemon.prepare(.external("127.0.0.1:\(tls == nil ? broker.port : tlsPort)"), in: directory) { config in
+            config.serverExtra = "protocol = \"mqtt\""
+            config.socketMode = socketMode
+            config.extra = """
+                [mqtt]
+                client_id = "mqtt-test-host"
+                session_expiry_seconds = 600
+                \(daemonExtra)
+                """
+        }
+        if let tls { try setup.editConfig { tls.daemon($0.replacingOccurrences(of: "tls = false\n", with: ""), directory) } }
+        backend = try EchoBackend.start(port: broker.port, log: directory + "/echo.log")
     } catch {
-        backend.stop()
-        broker.stop()
+        started.forEach { $0.stop() }
+        removeTree(directory)
         throw error
     }
-    do {
+    try await withRealDaemon(setup, companions: [backend, broker]) { daemon in
         try await body(&daemon, broker, backend)
-    } catch {
-        print("daemon log:\n\(daemon.log.suffix(4000))\nbroker log:\n\(broker.log.suffix(2000))\necho log:\n\(backend.log.suffix(1000))")
-        backend.stop()
-        broker.stop()
-        await daemon.stop()
-        throw error
     }
-    backend.stop()
-    broker.stop()
-    await daemon.stop()
+}
+
+extension TCPMosquitto: Companion {
+    var name: String { "mosquitto" }
+}
+
+extension EchoBackend: Companion {
+    var name: String { "echo backend" }
 }
 
 /// mosquitto on 127.0.0.1 at a free port, persistence on, no queue limits (its

@@ -83,38 +83,20 @@ extension SystemdIntegrationTests {
 
 /// Runs `body` with the daemon started as systemd starts it: a prepared folder and reference server,
 /// a notification socket as `$NOTIFY_SOCKET`, and the listening IPC socket passed as descriptor 3
-/// (`LISTEN_FDS=1`, `LISTEN_PID` the daemon's own pid); kills what is left and removes it all after.
+/// (`RealDaemon.Start.socketActivated`); kills what is left and removes it all after.
 private func withActivatedDaemon(setting: [String: String] = [:],
                                  _ body: (RealDaemon.Setup, NotifyListener, ChildProcess) async throws -> Void) async throws {
     let setup = try await RealDaemon.prepare()
-    let notifications = try NotifyListener(path: setup.directory + "/notify")
-    var daemon: ChildProcess?
+    let notifications: NotifyListener
     do {
-        let listener = try makeUnixSocket(type: Int32(SOCK_STREAM.rawValue), path: setup.socketPath, listen: true)
-        defer { close(listener) }
-        // The socket goes in as standard input; the shell moves it to descriptor 3 and execs the
-        // daemon, so that LISTEN_PID ($$) is the daemon's own pid.
-        daemon = try ChildProcess(
-            executable: "/bin/sh",
-            arguments: ["-c", "exec 3<&0 0</dev/null; export LISTEN_PID=$$ LISTEN_FDS=1; exec \"$0\" --config \"$1\"",
-                        RealDaemon.binary.path, setup.configPath],
-            setting: ["NOTIFY_SOCKET": notifications.path, "SWIFT_BACKTRACE": "enable=no"].merging(setting) { $1 },
-            unsetting: ["IMAGENT_SOCKET"], stdin: .descriptor(listener))
+        notifications = try NotifyListener(path: setup.directory + "/notify")
     } catch {
-        try? await setup.server.stop()
-        removeTree(setup.directory)
+        await setup.discard()
         throw error
     }
-    do {
-        try await body(setup, notifications, daemon!)
-    } catch {
-        await daemon?.stop(grace: .zero)
-        try? await setup.server.stop()
-        print("systemd test's files kept in \(setup.directory)")
-        throw error
+    defer { notifications.close() }
+    let start = RealDaemon.Start(environment: ["NOTIFY_SOCKET": notifications.path].merging(setting) { $1 }, socketActivated: true)
+    try await withRealDaemon(setup, start) { daemon in
+        try await body(setup, notifications, daemon.process)
     }
-    await daemon?.stop(grace: .zero)
-    notifications.close()
-    try? await setup.server.stop()
-    removeTree(setup.directory)
 }

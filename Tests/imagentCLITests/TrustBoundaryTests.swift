@@ -9,17 +9,9 @@ import Testing
 /// cannot carry the token elsewhere. Each test runs the `imagentd` binary.
 @Suite(.serialized, .timeLimit(.minutes(3)))
 struct TrustBoundaryTests {
-    /// The daemon started through sh with `umask`, so the umask is the daemon's own.
+    /// The daemon started with `umask` as its own.
     private func launch(_ setup: RealDaemon.Setup, umask: String) async throws -> ChildProcess {
-        let process = try ChildProcess(executable: "/bin/sh",
-                                       arguments: ["-c", "umask \(umask) && exec \"$0\" --config \"$1\" >>\"$2\" 2>&1", RealDaemon.binary.path,
-                                                   setup.configPath, setup.directory + "/imagentd.log"],
-                                       unsetting: ["NOTIFY_SOCKET"])
-        for _ in 0..<400 {
-            if (try? RawIPCSocket(path: setup.socketPath)) != nil || !process.isRunning { break }
-            try await Task.sleep(for: .milliseconds(25))
-        }
-        return process
+        try await RealDaemon.launch(setup, RealDaemon.Start(umask: umask)).process
     }
 
     private func stop(_ process: ChildProcess) async {
@@ -109,7 +101,7 @@ struct TrustBoundaryTests {
     @Test func aRedirectToAnUnconfiguredServer_neverSeesTheLogin_whileAnAllowedOneDoes() async throws {
         let target = try await RealDaemon.prepare()
         defer { try? FileManager.default.removeItem(atPath: target.directory) }
-        let targetServer = target.server
+        let targetServer: RefServer = target.server
 
         // Not allowed: the daemon stays with its configured server, and the target sees no LOGIN.
         try await withRealDaemon { daemon in

@@ -1,9 +1,10 @@
 import Synchronization
 
 /// An `imagent-refserver` child (its state in a file, an admin socket) and an
-/// `imagentd` child against it, in one folder: what the acceptance tests'
-/// `LoadCluster` and the chaos run's `Cluster` are built on. The server
-/// restarts on the same port and state, the daemon on the same store and socket.
+/// `imagentd` child against it, in one folder: what the chaos run's `Cluster`
+/// is built on (the acceptance tests' `LoadCluster` takes its server; their
+/// daemon is a `RealDaemon`). The server restarts on the same port and state,
+/// the daemon on the same store and socket.
 public final class ServerAndDaemon: Sendable {
     public let directory: String
     public let socketPath: String

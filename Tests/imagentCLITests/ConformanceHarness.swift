@@ -89,31 +89,30 @@ final class ConformanceCluster: @unchecked Sendable {
     let directory: String
     let port: Int
     var socketPath: String { directory + "/imagent.sock" }
-    private var configPath: String { directory + "/imagentd.toml" }
     private var tokenPath: String { directory + "/token" }
     private let reservation: PortReservation
     private let maxFrame: Int?
     private(set) var server: RefServerHandle?
-    private(set) var daemon: DaemonHandle?
+    private let setup: RealDaemon.Setup
+    private(set) var daemon: RealDaemon?
 
     /// - Parameters:
     ///   - extraConfig: more tables for the daemon (`[limits]`).
     ///   - maxFrame: MAX_FRAME of both the server and the daemon (`[server] max_frame_bytes`).
     ///   - socketMode: `[ipc] mode`; 0666 (and the folder 0711) lets another uid connect.
-    init(extraConfig: String = "", maxFrame: Int? = nil, socketMode: String = "0600") throws {
+    init(extraConfig: String = "", maxFrame: Int? = nil, socketMode: String = "0600") async throws {
         directory = try makeTemporaryDirectory(prefix: "imagent-conformance")
         reservation = try PortReservation()
         port = reservation.port
         self.maxFrame = maxFrame
-        try writeFile(tokenPath, "conformance-token\n")
-        var config = DaemonConfigFile(endpoints: ["127.0.0.1:\(port)"], tokenFile: tokenPath, socketPath: socketPath,
-                                      storeDirectory: directory, agentID: "conformance")
-        config.socketMode = socketMode
-        // Survives the daemon's kill -9, the one crash the suite causes, without an fsync per SEND.
-        config.durability = "process"
-        if let maxFrame { config.serverExtra = "max_frame_bytes = \(maxFrame)" }
-        config.extra = extraConfig
-        try config.write(to: configPath)
+        setup = try await RealDaemon.prepare(.external("127.0.0.1:\(port)"), in: directory, token: "conformance-token") { config in
+            config.agentID = "conformance"
+            config.socketMode = socketMode
+            // Survives the daemon's kill -9, the one crash the suite causes, without an fsync per SEND.
+            config.durability = "process"
+            if let maxFrame { config.serverExtra = "max_frame_bytes = \(maxFrame)" }
+            config.extra = extraConfig
+        }
     }
 
     func startServer() async throws {
@@ -126,15 +125,14 @@ final class ConformanceCluster: @unchecked Sendable {
 
     /// Starts (or, after `killDaemon`, restarts) the daemon on the same configuration, store and socket.
     func startDaemon() async throws {
-        daemon = try await DaemonHandle.start(configPath: configPath, socketPath: socketPath,
-                                              logPath: directory + "/imagentd.log", within: .seconds(15))
+        daemon = try await RealDaemon.launch(setup, RealDaemon.Start(readyWithin: .seconds(15)))
     }
 
-    func killDaemon() async { await daemon?.kill9() }
+    func killDaemon() async { await daemon?.handle.kill9() }
 
     /// Ends both programs; removes the folder, or keeps it and prints the logs' ends.
     func stop(keepingFiles: Bool) async {
-        await daemon?.stop()
+        await daemon?.handle.stop()
         await server?.stop()
         reservation.release()
         if keepingFiles {
@@ -191,7 +189,7 @@ final class ConformanceCluster: @unchecked Sendable {
 func withConformanceCluster(_ library: ClientLibrary, _ scenario: String, extraConfig: String = "", maxFrame: Int? = nil,
                             socketMode: String = "0600", _ body: (ConformanceCluster) async throws -> Void) async throws {
     let start = ContinuousClock.now
-    let cluster = try ConformanceCluster(extraConfig: extraConfig, maxFrame: maxFrame, socketMode: socketMode)
+    let cluster = try await ConformanceCluster(extraConfig: extraConfig, maxFrame: maxFrame, socketMode: socketMode)
     do {
         try await body(cluster)
         await cluster.stop(keepingFiles: false)

@@ -1,7 +1,6 @@
 import AgentIPC
 import Foundation
 import IMAgentTestKit
-import Logging
 import RefServer
 import Testing
 
@@ -38,45 +37,22 @@ struct IdleWakeupTests {
         #expect(access(binary, X_OK) == 0, "\(binary) is not built")
         guard access(binary, X_OK) == 0 else { return }
 
-        let directory = try makeTemporaryDirectory(prefix: "idle-wakeups")
-        let tokenFile = directory + "/token"
-        try writeFile(tokenFile, "idle-token\n")
         // HEARTBEAT_MS above the daemon's own ceiling: the packaged interval (15 s, then longer) is the daemon's.
-        var serverConfiguration = RefServerConfiguration(tokenFile: tokenFile)
-        serverConfiguration.heartbeatMS = 300_000
-        let server = try await RefServer.start(configuration: serverConfiguration,
-                                               logger: Logger(label: "refserver", factory: { _ in SwiftLogNoOpLogHandler() }))
-        var config = DaemonConfigFile(endpoints: [server.address], tokenFile: tokenFile, socketPath: directory + "/imagent.sock",
-                                      storeDirectory: directory, agentID: "idle-wakeups")
-        config.reconnectCapMS = nil  // the packaged heartbeat and reconnect timing
-        try config.write(to: directory + "/imagentd.toml")
-        let daemon: DaemonHandle
-        do {
-            daemon = try await DaemonHandle.start(configPath: directory + "/imagentd.toml", socketPath: config.socketPath,
-                                                  logPath: directory + "/imagentd.log", binary: binary, within: .seconds(10))
-        } catch {
-            try? await server.stop()
-            removeTree(directory)
-            throw error
+        let setup = try await RealDaemon.prepare(.referenceServer { $0.heartbeatMS = 300_000; $0.statePath = nil }, token: "idle-token") { config in
+            config.agentID = "idle-wakeups"
+            config.reconnectCapMS = nil  // the packaged heartbeat and reconnect timing
         }
-        var client: IPCClient?
-        let measured: (threads: [ThreadSwitches.Thread], pings: Int)
-        do {
-            let connected = try await IPCClient.connect(socketPath: config.socketPath, clientName: "idle-wakeups")
-            client = connected
-            measured = try await measureIdle(daemon: daemon, client: connected, server: server)
-        } catch {
-            await client?.close()
-            print("IdleWakeupTests: files kept in \(directory); the daemon's log ends with:\n\(String(daemon.log.suffix(3000)))")
-            await daemon.stop(grace: .seconds(10))
-            try? await server.stop()
-            throw error
+        let measured: (threads: [ThreadSwitches.Thread], pings: Int) = try await withRealDaemon(setup, RealDaemon.Start(binary: binary)) { daemon in
+            let client = try await IPCClient.connect(socketPath: daemon.socketPath, clientName: "idle-wakeups")
+            do {
+                let measured = try await measureIdle(daemon: daemon.handle, client: client, server: daemon.server)
+                await client.close()
+                return measured
+            } catch {
+                await client.close()
+                throw error
+            }
         }
-        await client?.close()
-        await daemon.stop(grace: .seconds(10))
-        try? await server.stop()
-        removeTree(directory)
-
         let (threads, pings) = measured
         let table = threads.map { "\($0.name) (\($0.tid)): \($0.voluntary) voluntary, \($0.nonvoluntary) involuntary" }
             .joined(separator: "\n")

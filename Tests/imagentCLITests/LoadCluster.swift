@@ -9,11 +9,11 @@ import IMAgentTestKit
 final class LoadCluster: @unchecked Sendable {
     let processes: ServerAndDaemon
     private var loadgens: [LoadgenHandle] = []
+    private var daemon: RealDaemon?
     private let lock = NSLock()
 
     var directory: String { processes.directory }
     var socketPath: String { processes.socketPath }
-    private var configPath: String { directory + "/imagentd.toml" }
 
     /// Appended to the daemon's configuration (a `[metrics]` table, say).
     private let extraConfig: String
@@ -55,7 +55,7 @@ final class LoadCluster: @unchecked Sendable {
 
     /// The daemon's `RssAnon` (/proc/PID/status) in bytes: its heap, not the pages of mapped files.
     func daemonAnonymousRSS() -> Int? {
-        guard let daemon = processes.daemon, daemon.isRunning,
+        guard let daemon = lock.withLock({ daemon?.handle }), daemon.isRunning,
               let status = readFile("/proc/\(daemon.pid)/status"),
               let line = status.split(separator: "\n").first(where: { $0.hasPrefix("RssAnon:") }),
               let kib = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).dropFirst().first.flatMap({ Int($0) }) else { return nil }
@@ -64,23 +64,28 @@ final class LoadCluster: @unchecked Sendable {
 
     // MARK: Daemon
 
+    /// Starts the daemon: the first time on a new configuration for the server, after on the same files.
     func startDaemon() async throws {
-        if readFile(configPath) == nil {
-            var config = DaemonConfigFile(endpoints: [processes.serverAddress], tokenFile: processes.tokenPath, socketPath: socketPath,
-                                          storeDirectory: directory, agentID: "load-acceptance")
-            config.reconnectCapMS = 500
-            config.logLevel = "warning"
-            config.extra = extraConfig
-            try config.write(to: configPath)
+        let started: RealDaemon
+        if let daemon = lock.withLock({ daemon }) {
+            started = try await daemon.restarted()
+        } else {
+            let setup = try await RealDaemon.prepare(.external(processes.serverAddress), in: directory, token: "load-token") { config in
+                config.agentID = "load-acceptance"
+                config.reconnectCapMS = 500
+                config.logLevel = "warning"
+                config.extra = extraConfig
+            }
+            started = try await RealDaemon.launch(setup, RealDaemon.Start(readyWithin: .seconds(15)))
         }
-        try await processes.startDaemon(configPath: configPath, within: .seconds(15))
+        lock.withLock { daemon = started }
     }
 
     /// `kill -9` the daemon, then start it again on the same store.
     func killAndRestartDaemon() async throws {
-        if let daemon = processes.daemon {
+        if let daemon = lock.withLock({ daemon }) {
             daemon.signal(SIGKILL)
-            try await waitForExit(daemon, within: .seconds(10))
+            try await waitForExit(daemon.handle, within: .seconds(10))
         }
         try await startDaemon()
     }
@@ -129,6 +134,7 @@ final class LoadCluster: @unchecked Sendable {
     func stop(keepingFiles: Bool = false) async {
         let all = lock.withLock { loadgens }
         for loadgen in all where loadgen.isRunning { loadgen.signal(SIGKILL) }
+        await lock.withLock({ daemon })?.handle.stop()
         await processes.stop()
         for loadgen in all { await loadgen.kill9() }
         if keepingFiles {

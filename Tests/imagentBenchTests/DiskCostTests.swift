@@ -31,11 +31,15 @@ import Testing
         #expect(ProcessIO.of(-1) == nil, "no such process")
     }
 
-    /// Bytes written and fdatasynced by this process show in its own `/proc/self/io`, and per payload byte.
+    /// Bytes written and fdatasynced by this process show in its own `/proc/self/io`, and per payload byte;
+    /// the CPU it spent meanwhile shows per message.
     @Test(.timeLimit(.minutes(1))) func writesToAFile_countPerPayloadByte() async throws {
         let directory = try makeTemporaryDirectory(prefix: "imagent-bench-io")
         defer { removeTree(directory) }
         let bytes = 1 << 20
+        let burn = 0.1  // seconds of this thread's CPU the run spends on purpose
+        let clock = ContinuousClock()
+        let started = clock.now
         let (_, cost) = try await measureCost(of: [getpid()], messages: 16, payloadBytes: bytes) {
             let descriptor = open(directory + "/file", O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
             try #require(descriptor >= 0)
@@ -45,11 +49,26 @@ import Testing
                 #expect(block.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, off_t(index * block.count)) } == block.count)
             }
             #expect(fdatasync(descriptor) == 0)
+            let until = threadCPUSeconds() + burn
+            while threadCPUSeconds() < until {}
         }
+        let wall = clock.now - started
         // At least the payload (the suite's other tests may write too, in this same process).
         let perByte = try #require(cost.diskBytesPerPayloadByte)
         #expect(perByte >= 1.0, "\(perByte) bytes written per payload byte")
-        #expect(try #require(cost.cpuPerMessage) >= 0)
+        // At least the CPU burnt, at most every core for the whole run; /proc/PID/stat counts in clock ticks.
+        let cpu = try #require(cost.cpuPerMessage) * 16
+        let tick = 1e6 / Double(sysconf(Int32(_SC_CLK_TCK)))
+        let cores = Double(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+        #expect(cpu >= burn * 1e6 - 2 * tick, "\(cpu) µs of CPU counted for a run that burnt \(burn) s")
+        #expect(cpu <= wall.seconds * 1e6 * cores + 2 * tick, "\(cpu) µs of CPU counted in \(wall) on \(cores) cores")
+    }
+
+    /// CPU time of the calling thread, in seconds.
+    private func threadCPUSeconds() -> Double {
+        var now = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now)
+        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
     }
 
     @Test func ratios() {
@@ -84,9 +103,13 @@ import Testing
         let directory = try makeTemporaryDirectory(prefix: "imagent-bench-probe")
         defer { removeTree(directory) }
         let before = try #require(ProcessIO.of(getpid()))
+        let clock = ContinuousClock()
+        let started = clock.now
         let result = try DiskProbe(size: 16_384, batch: 3, seconds: 0.3, directory: directory).run()
+        let wall = clock.now - started
         let after = try #require(ProcessIO.of(getpid()))
-        #expect(result.batches > 0 && result.seconds >= 0.3)
+        // It runs its 0.3 s and reports the time it took, which lies within the call.
+        #expect(result.batches > 0 && result.seconds >= 0.3 && result.seconds <= wall.seconds, "\(result.seconds) s of a call of \(wall)")
         #expect(after.writeBytes - before.writeBytes >= result.batches * 3 * 16_384,
                 "write_bytes grew by \(after.writeBytes - before.writeBytes) over \(result.batches) batches")
         #expect(listDirectory(directory).isEmpty, "left \(listDirectory(directory))")

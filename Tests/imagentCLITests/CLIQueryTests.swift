@@ -142,9 +142,15 @@ import Testing
             #expect(human.stdoutLines.allSatisfy {
                 $0.hasPrefix("pong from imagentd 0.9.0-fake at \(daemon.socketPath): seq=") && $0.hasSuffix(" ms")
             })
+            let clock = ContinuousClock()
+            let started = clock.now
             let json = try await ImagentProcess.run(["ping", "--json"], against: daemon)
+            let wall = clock.now - started
             let object = try #require(try jsonObject(json.stdout) as? [String: Any])
-            #expect((object["rtt_ms"] as? Double).map { $0 >= 0 } == true)
+            // A real round trip over the socket: some microseconds, within the command's own run.
+            let rtt = try #require(object["rtt_ms"] as? Double, "\(object)")
+            #expect(rtt > 0 && rtt <= Double(wall.components.seconds) * 1e3 + Double(wall.components.attoseconds) / 1e15,
+                    "\(rtt) ms in a command that took \(wall)")
             #expect(object["daemon_version"] as? String == "0.9.0-fake")
         }
     }

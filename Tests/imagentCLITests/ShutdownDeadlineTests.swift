@@ -44,14 +44,13 @@ struct ShutdownDeadlineTests {
         var daemon: RealDaemon?
         var client: IPCClient?
         do {
-            let setup = try await RealDaemon.prepare()
+            let setup = try await RealDaemon.prepare(.referenceServer()) { config in
+                config.storeDirectory = filesystem.mountPoint + "/store"
+                config.agentID = "shutdown-deadline-test"
+                config.durability = "power"
+                config.logLevel = "debug"  // "stopping part=store" says the shutdown has reached the store
+            }
             filesystem.owner = setup
-            var config = DaemonConfigFile(endpoints: [setup.server.address], tokenFile: setup.directory + "/token",
-                                          socketPath: setup.socketPath, storeDirectory: filesystem.mountPoint + "/store",
-                                          agentID: "shutdown-deadline-test")
-            config.durability = "power"
-            config.logLevel = "debug"  // "stopping part=store" says the shutdown has reached the store
-            try config.write(to: setup.configPath)
             let running = try await RealDaemon.launch(setup)
             daemon = running
             _ = try await running.waitForLink("connected")

@@ -15,6 +15,30 @@ extension IPCFrame {
         buffer.setInteger(UInt32(length), at: start)
     }
 
+    /// Appends the frame, except a MESSAGE payload of `threshold` bytes or more, which it
+    /// returns for the caller to write right after as a buffer of its own: a gathering write
+    /// that does not copy a large payload. The payload is MESSAGE's last record.
+    public func encode(into buffer: inout ByteBuffer, leavingPayloadFrom threshold: Int) -> ByteBuffer? {
+        guard case .message(let m) = message, m.payload.readableBytes >= threshold else {
+            encode(into: &buffer)
+            return nil
+        }
+        let start = buffer.writerIndex
+        buffer.writeBigEndian(count: IPCFrameHeader.size) { header in
+            header.put(UInt32(0))  // the length, set below
+            header.put(message.op.rawValue)
+            header.put(request)
+        }
+        buffer.writeExtensions(m.extensions)
+        buffer.writeRecord(.session, m.session)
+        buffer.writeRecord(.seq, m.seq)
+        buffer.writeInteger(IPCTag.payload.rawValue)
+        buffer.writeInteger(UInt32(m.payload.readableBytes))
+        let length = buffer.writerIndex - start - IPCFrameHeader.lengthFieldSize + m.payload.readableBytes
+        buffer.setInteger(UInt32(length), at: start)
+        return m.payload
+    }
+
     /// The frame as a new buffer.
     public func encoded(allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer {
         var buffer = allocator.buffer(capacity: IPCFrameHeader.size + 64)

@@ -22,6 +22,18 @@ extension Frame {
         buffer.setInteger(crc, at: start + FrameHeader.crcOffset)
     }
 
+    /// Appends the frame, except a DATA body of `threshold` bytes or more, which it returns for
+    /// the caller to write right after the header as a buffer of its own: a gathering write that
+    /// does not copy a large payload.
+    public func encode(into buffer: inout ByteBuffer, leavingBodyFrom threshold: Int) -> ByteBuffer? {
+        guard case .data(let data) = self, data.body.readableBytes >= threshold else {
+            encode(into: &buffer)
+            return nil
+        }
+        data.encodeHeader(into: &buffer)
+        return data.body
+    }
+
     /// The frame as a new buffer.
     public func encoded(allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer {
         var buffer = allocator.buffer(capacity: FrameHeader.size + 64)

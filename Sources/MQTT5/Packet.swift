@@ -54,17 +54,31 @@ public enum Packet: Hashable, Sendable {
     /// the standard or the whole packet would exceed `maxPacketSize` (the
     /// peer's Maximum Packet Size, §3.1.2.11.4 and §3.2.2.3.6).
     public func encode(into buffer: inout ByteBuffer, maxPacketSize: Int = Packet.largestSize) throws(MQTT5Error) {
+        if let payload = try encode(into: &buffer, maxPacketSize: maxPacketSize, leavingPayloadFrom: .max) {
+            buffer.writeImmutableBuffer(payload)
+        }
+    }
+
+    /// Appends the packet, except a PUBLISH payload of `threshold` bytes or more, which it
+    /// returns for the caller to write right after as a buffer of its own: a gathering write
+    /// that does not copy a large payload. Throws, writing nothing, as `encode(into:maxPacketSize:)`.
+    public func encode(into buffer: inout ByteBuffer, maxPacketSize: Int = Packet.largestSize,
+                       leavingPayloadFrom threshold: Int) throws(MQTT5Error) -> ByteBuffer? {
         let start = buffer.writerIndex
         buffer.writeInteger(type.rawValue << 4 | flags)
         buffer.writeInteger(UInt32(0))  // room for the longest Remaining Length; moved down below
         let bodyStart = buffer.writerIndex
+        let payload: ByteBuffer?
         do {
-            try writeBody(into: &buffer)
+            payload = try writeBody(into: &buffer)
         } catch {
             buffer.moveWriterIndex(to: start)
             throw error
         }
-        let bodyLength = buffer.writerIndex - bodyStart
+        // The payload stays out of `buffer` until its length is known, so that only the bytes
+        // before it move when the Remaining Length takes fewer than 4 bytes.
+        let headLength = buffer.writerIndex - bodyStart
+        let bodyLength = headLength + (payload?.readableBytes ?? 0)
         let lengthSize = VariableByteInteger.size(of: UInt32(clamping: bodyLength))
         let total = 1 + lengthSize + bodyLength
         guard bodyLength <= VariableByteInteger.max, total <= maxPacketSize else {
@@ -72,11 +86,14 @@ public enum Packet: Hashable, Sendable {
             throw .packetTooLarge(size: total, limit: min(maxPacketSize, Packet.largestSize))
         }
         if lengthSize < 4 {
-            try! buffer.copyBytes(at: bodyStart, to: start + 1 + lengthSize, length: bodyLength)
+            try! buffer.copyBytes(at: bodyStart, to: start + 1 + lengthSize, length: headLength)
         }
         buffer.moveWriterIndex(to: start + 1)
         VariableByteInteger.write(UInt32(bodyLength), to: &buffer)
-        buffer.moveWriterIndex(to: start + total)
+        buffer.moveWriterIndex(to: start + 1 + lengthSize + headLength)
+        guard let payload, payload.readableBytes < threshold else { return payload }
+        buffer.writeImmutableBuffer(payload)
+        return nil
     }
 
     /// The packet as a new buffer.
@@ -91,11 +108,14 @@ public enum Packet: Hashable, Sendable {
         return type.requiredFlags ?? 0
     }
 
-    private func writeBody(into buffer: inout ByteBuffer) throws(MQTT5Error) {
+    /// Writes the body, except a PUBLISH's payload, which it returns.
+    private func writeBody(into buffer: inout ByteBuffer) throws(MQTT5Error) -> ByteBuffer? {
         switch self {
         case .connect(let connect): try connect.writeBody(into: &buffer)
         case .connack(let connack): try connack.writeBody(into: &buffer)
-        case .publish(let publish): try publish.writeBody(into: &buffer)
+        case .publish(let publish):
+            try publish.writeHead(into: &buffer)
+            return publish.payload
         case .puback(let ack): try ack.writeBody(into: &buffer, context: .puback)
         case .pubrec(let ack): try ack.writeBody(into: &buffer, context: .pubrec)
         case .pubrel(let ack): try ack.writeBody(into: &buffer, context: .pubrel)
@@ -108,5 +128,6 @@ public enum Packet: Hashable, Sendable {
         case .disconnect(let disconnect): try disconnect.writeBody(into: &buffer, context: .disconnect)
         case .auth(let auth): try auth.writeBody(into: &buffer, context: .auth)
         }
+        return nil
     }
 }

@@ -55,12 +55,12 @@ public struct Publish: Hashable, Sendable {
         try check()
     }
 
-    func writeBody(into buffer: inout ByteBuffer) throws(MQTT5Error) {
+    /// Writes the body up to the payload, which the packet's encoder places after it.
+    func writeHead(into buffer: inout ByteBuffer) throws(MQTT5Error) {
         try check()
         try buffer.writeMQTTString(topic, field: "Topic Name")
         if qos != .atMostOnce { buffer.writeInteger(packetIdentifier) }
         try properties.write(to: &buffer, in: .publish)
-        buffer.writeImmutableBuffer(payload)
     }
 
     private func check() throws(MQTT5Error) {

@@ -90,4 +90,24 @@ import Testing
         #expect(IPCOp.allCases.filter { $0.direction == .event }.count == 6)
         #expect(IPCOp.error.direction == .reply, "ERROR answers a request even though section 5 lists it")
     }
+
+    /// A MESSAGE whose payload is left out (a gathering write) gives the same bytes as one
+    /// encoded whole; smaller payloads and other messages are written whole.
+    @Test func aMessageEncodedLeavingItsPayload_isTheSameBytesAsWhole() throws {
+        for size in [0, 99, 100, 65_536] {
+            let payload = ByteBuffer(repeating: 0xA5, count: size)
+            let frame = IPCFrame(request: 0, message: .message(.init(session: 5, seq: 13, payload: payload, extensions: [Self.unknownRecord])))
+            var head = ByteBuffer()
+            let left = frame.encode(into: &head, leavingPayloadFrom: 100)
+            #expect(left == (size >= 100 ? payload : nil), "\(size)")
+            if let left { head.writeImmutableBuffer(left) }
+            #expect(head == frame.encoded(), "\(size)")
+            var parsed = head
+            #expect(try IPCFrameParser.parse(&parsed) == frame)
+        }
+        let send = IPCFrame(request: 4, message: Self.fullMessage(.send))
+        var buffer = ByteBuffer()
+        #expect(send.encode(into: &buffer, leavingPayloadFrom: 0) == nil)
+        #expect(buffer == send.encoded())
+    }
 }

@@ -132,6 +132,24 @@ import Testing
         #expect(throws: Deflate.Failure.corrupt) { _ = try Deflate.inflate(ByteBuffer(bytes: [0xFF, 0xFF, 0xFF]), limit: 1024) }
         #expect(throws: Deflate.Failure.corrupt) { _ = try Deflate.inflate(compressed.getSlice(at: 0, length: 10)!, limit: 1 << 20) }
     }
+    /// A DATA frame whose body is left out (a gathering write) gives the same bytes, CRC
+    /// included, as one encoded whole; smaller bodies and other frames are written whole.
+    @Test func aDataFrameEncodedLeavingItsBody_isTheSameBytesAsWhole() throws {
+        for size in [0, 15, 16, 65_536] {
+            let body = ByteBuffer(repeating: 0x5A, count: size)
+            let frame = Frame.data(DataFrame(session: Self.session, seq: 3, body: body))
+            var head = ByteBuffer()
+            let left = frame.encode(into: &head, leavingBodyFrom: 16)
+            #expect(left == (size >= 16 ? body : nil), "\(size)")
+            #expect(head.readableBytes == (size >= 16 ? FrameHeader.size : FrameHeader.size + size))
+            if let left { head.writeImmutableBuffer(left) }
+            #expect(head == frame.encoded(), "\(size)")
+        }
+        var ping = ByteBuffer()
+        #expect(Frame.ping(Ping(id: 1, timestampUS: 2)).encode(into: &ping, leavingBodyFrom: 0) == nil)
+        #expect(ping == Frame.ping(Ping(id: 1, timestampUS: 2)).encoded())
+    }
+
 }
 
 /// A frame with a hand-made body and a correct CRC.

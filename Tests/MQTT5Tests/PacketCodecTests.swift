@@ -154,4 +154,37 @@ import Testing
         }
         #expect(Topic.isValidName("a/b") && !Topic.isValidName("a/+") && !Topic.isValidName("#") && !Topic.isValidName(""))
     }
+
+    /// A PUBLISH whose payload is left out (a gathering write) gives the same bytes as one encoded
+    /// whole, at every Remaining Length size, and leaves small payloads and other packets in place.
+    @Test func aPublishEncodedLeavingItsPayload_isTheSameBytesAsWhole() throws {
+        for size in [0, 1, 100, 127 - 9, 127, 16_383, 16_384, 65_536, 2_097_151, 2_097_152] {
+            let payload = ByteBuffer(repeating: UInt8(truncatingIfNeeded: size), count: size)
+            let packet = Packet.publish(Publish(topic: "a/b", qos: .atLeastOnce, packetIdentifier: 7,
+                                                properties: Properties([Property(.messageExpiryInterval, integer: 60)]),
+                                                payload: payload))
+            let whole = try packet.encoded()
+            var head = ByteBuffer()
+            let left = try packet.encode(into: &head, leavingPayloadFrom: 100)
+            #expect(left == (size >= 100 ? payload : nil), "\(size)")
+            if let left { head.writeImmutableBuffer(left) }
+            #expect(head == whole, "\(size)")
+            var parsed = whole
+            #expect(try PacketParser.parse(&parsed) == packet, "\(size)")
+        }
+        let connack = try #require(Self.vectorPackets.first { $0.type == .connack })
+        var buffer = ByteBuffer()
+        #expect(try connack.encode(into: &buffer, leavingPayloadFrom: 0) == nil)
+        #expect(buffer == (try connack.encoded()))
+    }
+
+    @Test func aPublishTooLargeForThePeer_leavesNothingWhenItsPayloadIsLeftOut() throws {
+        let packet = Packet.publish(Publish(topic: "t", qos: .atLeastOnce, packetIdentifier: 1,
+                                            payload: ByteBuffer(repeating: 1, count: 70_000)))
+        var buffer = ByteBuffer(string: "before")
+        #expect(throws: MQTT5Error.packetTooLarge(size: 70_010, limit: 65_536)) {
+            _ = try packet.encode(into: &buffer, maxPacketSize: 65_536, leavingPayloadFrom: 1)
+        }
+        #expect(buffer == ByteBuffer(string: "before"))
+    }
 }

@@ -116,32 +116,42 @@ final class IPCClientConnection {
     private func write(_ frame: IPCFrame) {
         if outgoing == nil { outgoing = channel.allocator.buffer(capacity: 512) }
         let before = outgoing!.readableBytes
-        frame.encode(into: &outgoing!)
+        let payload = frame.encode(into: &outgoing!, leavingPayloadFrom: Self.handOverBytes)
         if case .message = frame.message {} else { outgoingReplyBytes += outgoing!.readableBytes - before }
-        if outgoing!.readableBytes >= Self.handOverBytes { handOver() }
+        if let payload {
+            // A large MESSAGE payload follows its frame's head as the buffer it is (the window
+            // holds it until the client's ACK anyway): one more iovec, no copy.
+            handOver()
+            if channel.isActive { channel.write(payload, promise: nil) }
+        } else if outgoing!.readableBytes >= Self.handOverBytes {
+            handOver()
+        }
         scheduleFlush()
     }
 
     /// Gives what is encoded to the channel (unflushed), unless the client has let more than
     /// `queuedBytesLimit` pile up there, or its uid more than `UnsentReplies` allows: a client
     /// that reads nothing while it keeps asking would otherwise grow the daemon without bound.
-    private func handOver() {
-        guard let bytes = outgoing else { return }
+    /// False when it closed the connection instead.
+    @discardableResult
+    private func handOver() -> Bool {
+        guard let bytes = outgoing else { return true }
         let replyBytes = outgoingReplyBytes
         outgoing = nil
         outgoingReplyBytes = 0
         let pending = (try? channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes)) ?? 0
         guard pending <= Self.queuedBytesLimit, replyBytes == 0 || unsent.admit(replyBytes, for: self) else {
             channel.close(promise: nil)
-            return
+            return false
         }
         guard replyBytes > 0 else {
             channel.write(bytes, promise: nil)
-            return
+            return true
         }
         let written = channel.eventLoop.makePromise(of: Void.self)
         written.futureResult.assumeIsolated().whenComplete { [self] _ in unsent.written(replyBytes, for: self) }
         channel.write(bytes, promise: written)
+        return true
     }
 
     /// One flush, so one `writev`, for everything written to this client in one turn

@@ -60,7 +60,9 @@ extension LinkEngineCore {
 
     /// IMLink frames are encoded here, into one buffer that goes to the channel at the end of
     /// the loop's turn (or every `handOverBytes`): one trip through the pipeline per turn, not
-    /// per frame. With MQTT the adapter in the pipeline takes the frames themselves.
+    /// per frame. A DATA body of `handOverBytes` or more is not copied in: it follows its header
+    /// as a buffer of its own (one more iovec). With MQTT the adapter in the pipeline takes the
+    /// frames themselves.
     private func put(_ frame: Frame, on channel: Channel) {
         traffic.counts.framesOut += 1
         guard configuration.mqtt == nil else {
@@ -69,8 +71,12 @@ extension LinkEngineCore {
         }
         if let pending = outgoing, pending.channel !== channel { handOver() }
         if outgoing == nil { outgoing = (channel, channel.allocator.buffer(capacity: Self.handOverBytes)) }
-        frame.encode(into: &outgoing!.bytes)
-        if outgoing!.bytes.readableBytes >= Self.handOverBytes { handOver() }
+        if let body = frame.encode(into: &outgoing!.bytes, leavingBodyFrom: Self.handOverBytes) {
+            handOver()
+            channel.write(body, promise: nil)
+        } else if outgoing!.bytes.readableBytes >= Self.handOverBytes {
+            handOver()
+        }
     }
 
     /// Gives the frames encoded so far to their channel, unflushed.

@@ -25,7 +25,8 @@ struct MQTTLinkFailure: Error, CustomStringConvertible {
 ///
 /// Packets are encoded here, into one buffer that goes down the pipeline at the
 /// flush (or every `handOverBytes`): one write per turn of the loop, not one
-/// trip through an encoder and a buffer of its own per packet.
+/// trip through an encoder and a buffer of its own per packet. A payload of
+/// `handOverBytes` or more is not copied in: it follows as a buffer of its own.
 final class MQTTLinkHandler: ChannelDuplexHandler {
     typealias InboundIn = Packet
     typealias InboundOut = Frame
@@ -192,15 +193,22 @@ final class MQTTLinkHandler: ChannelDuplexHandler {
 
     private func write(_ packet: Packet, context: ChannelHandlerContext) {
         if encoded == nil { encoded = context.channel.allocator.buffer(capacity: Self.handOverBytes) }
+        let payload: ByteBuffer?
         do {
             // The adapter sizes packets to the broker's Maximum Packet Size; this limit is MQTT's own.
-            try packet.encode(into: &encoded!)
+            payload = try packet.encode(into: &encoded!, leavingPayloadFrom: Self.handOverBytes)
         } catch {
             // Nothing of the packet stays in the buffer (`encode` rewinds on failure).
             context.fireErrorCaught(MQTTLinkFailure(description: "cannot encode \(packet.type): \(error)"))
             return
         }
-        if encoded!.readableBytes >= Self.handOverBytes { handOver(context: context) }
+        if let payload {
+            // A large payload follows its packet's head as the buffer it is: one more iovec, no copy.
+            handOver(context: context)
+            context.write(wrapOutboundOut(payload), promise: nil)
+        } else if encoded!.readableBytes >= Self.handOverBytes {
+            handOver(context: context)
+        }
     }
 
     /// Gives the packets encoded so far to the pipeline, unflushed.

@@ -11,10 +11,12 @@ import Testing
 /// The router against a seeded world whose every step is a random enabled event: the store
 /// completing writes (in order) and reads (in any order), frames crossing a link that drops,
 /// an echo server, a client that sends, acknowledges, goes away and comes back, and restarts
-/// of the router on what the store holds. Then the faults stop, and everything must arrive
-/// exactly once, in order, with nothing left in memory: a missed wake-up anywhere shows as a
-/// world with nothing left to do and messages still queued. After every step the memory
-/// budget's invariant must hold (`budgetAudit`).
+/// of the router on what the store holds, and time passing: some messages have a TTL, and
+/// the TTL timer fires when the router set it. Then the faults stop, and everything must arrive
+/// exactly once, in order, with nothing left in memory, save the messages with a TTL given up:
+/// a missed wake-up anywhere shows as a world with nothing left to do and messages still queued.
+/// After every step the memory budget's invariant must hold (`budgetAudit`), and the queues'
+/// and the expiry schedule's (`queueAudit`, `expiryAudit`).
 @Suite struct SessionRouterRandomTests {
     /// Audited every 16th step: this suite runs among the others, and a full audit of every
     /// step would hold one of the test pool's threads for a minute and a half.
@@ -24,23 +26,27 @@ import Testing
 
     /// Runs `seeds` on a thread of its own (minutes of CPU in a debug build would starve the
     /// test pool's threads, which every other test shares) and checks each; the client's socket
-    /// must have been paused by the budget in some of them, or the suite does not test that path.
+    /// must have been paused by the budget in some of them, and some message given up for its TTL,
+    /// or the suite does not test those paths.
     /// The budget is audited every `auditEvery` steps (and at the end): every step costs about
     /// fifteen times the step itself in a debug build.
     static func run(seeds: Range<UInt64>, auditEvery: Int = 1) async {
-        let (failures, readingChanges) = await onOwnThread {
+        let (failures, readingChanges, givenUp) = await onOwnThread {
             var failures: [String] = []
             var readingChanges = 0
+            var givenUp: UInt64 = 0
             for seed in seeds {
                 var world = RandomWorld(seed: seed, auditEvery: auditEvery)
                 world.run(chaosSteps: 3_000)
                 failures += world.failures()
                 readingChanges += world.readingChanges
+                givenUp += world.client.reduce(0) { $0 + (world.router.table[$1.id]?.outbound.givenUp ?? 0) }
             }
-            return (failures, readingChanges)
+            return (failures, readingChanges, givenUp)
         }
         #expect(failures == [])
         #expect(readingChanges > 0, "no seed made the router stop reading the client")
+        #expect(givenUp > 0, "no seed gave a message up for its TTL")
     }
 }
 
@@ -114,6 +120,8 @@ private struct RandomWorld {
     var readingChanges = 0
     /// Steps taken, and how often the budget is audited (`SessionRouter.budgetAudit`).
     var steps = 0
+    /// The wall clock (ms): a step takes a millisecond, and the TTL timer's firing moves it to the timer's deadline.
+    var clock = testStart.wallMS
     let auditEvery: Int
     let seed: UInt64
 
@@ -150,6 +158,7 @@ private struct RandomWorld {
         if !toServer.isEmpty { events.append((20, { $0.serverReceives() })) }
         if !toDaemon.isEmpty { events.append((20, { $0.daemonReceives() })) }
         if ackFlushDue { events.append((10, { world in world.ackFlushDue = false; world.perform(world.router.flushAcks()) })) }
+        if let timer = router.expiry.timer { events.append((timer <= clock ? 20 : 1, { $0.timerFires(at: timer) })) }
         if canSend { events.append((10, { $0.clientSends() })) }
         if canAck { events.append((faults ? 5 : 30, { $0.clientAcks() })) }
         if !linkUp, clientID != nil || !faults { events.append((faults ? 3 : 50, { $0.bringLinkUp() })) }
@@ -163,14 +172,27 @@ private struct RandomWorld {
         var pick = Int(random.next() % UInt64(total))
         for event in events {
             if pick < event.weight {
+                clock += 1
+                router.now.wallMS = clock
                 event.run(&self)
                 steps += 1
-                if steps % auditEvery == 0 { for text in router.budgetAudit() + router.tableAudit() + router.queueAudit() { problem("audit: \(text)") } }
+                if steps % auditEvery == 0 { for text in audits() { problem("audit: \(text)") } }
                 return true
             }
             pick -= event.weight
         }
         return false
+    }
+
+    func audits() -> [String] {
+        router.budgetAudit() + router.tableAudit() + router.queueAudit() + router.expiryAudit()
+    }
+
+    /// The TTL timer fires at its deadline, or later: the service's timer runs on a busy loop.
+    mutating func timerFires(at deadline: Int64) {
+        clock = max(clock, deadline)
+        router.now.wallMS = clock
+        perform(router.expireDue())
     }
 
     // MARK: The store
@@ -292,7 +314,8 @@ private struct RandomWorld {
         let number = client[index].nextToSend
         client[index].nextToSend += 1
         client[index].inFlight += 1
-        let send = IPCMessage.Send(session: client[index].id, payload: Self.payload(session: index, number: number))
+        let ttl = hasTTL(number) ? UInt32(100 + random.next() % 2_000) : nil
+        let send = IPCMessage.Send(session: client[index].id, payload: Self.payload(session: index, number: number), ttlMS: ttl)
         request(.send(index)) { world, client, request in world.router.clientSend(client, request: request, send) }
     }
 
@@ -345,6 +368,11 @@ private struct RandomWorld {
         }
     }
 
+    /// In even seeds every fourth message has a TTL: it may be given up, and then it is never
+    /// echoed. Odd seeds have none: they keep the pace at which the client's SENDs being
+    /// stored pass their share, which no seed with TTLs reaches.
+    func hasTTL(_ number: UInt64) -> Bool { seed % 2 == 0 && number % 4 == 0 }
+
     static func payload(session: Int, number: UInt64) -> ByteBuffer {
         let text = "s\(session) n\(number) "
         return ByteBuffer(string: text + String(repeating: ".", count: 100 - text.utf8.count))
@@ -371,6 +399,7 @@ private struct RandomWorld {
         clientPaused = false
         requests.removeAll()
         router = TestRouter(limits: Self.limits, random: SplitMix64(seed: 42), now: testStart)
+        router.now.wallMS = clock
         // The in-memory store completes on an EmbeddedEventLoop, which runs on this thread.
         var loaded: Result<StoreIndex, Error>?
         persistence.load().assumeIsolated().whenComplete { loaded = $0 }
@@ -420,12 +449,15 @@ private struct RandomWorld {
     /// What is wrong with the world once it has settled, as one line per failure.
     func failures() -> [String] {
         var failures = problems.map { "seed \(seed): \($0)" }
-        failures += (router.budgetAudit() + router.tableAudit() + router.queueAudit()).map { "seed \(seed): \($0)" }
+        failures += audits().map { "seed \(seed): \($0)" }
         for (index, session) in client.enumerated() {
             let missing = (1...Self.messages).filter { !session.seen[Int($0)] }
-            if !missing.isEmpty { failures.append("seed \(seed): session \(index) never got echoes \(missing.prefix(10))") }
+            let givenUp = router.table[session.id]?.outbound.givenUp ?? 0
+            if missing.contains(where: { !hasTTL($0) }) || UInt64(missing.count) != givenUp {
+                failures.append("seed \(seed): session \(index) never got echoes \(missing.prefix(10)), \(givenUp) given up for their TTL")
+            }
             let received = server[session.id]?.received ?? 0
-            if received != Self.messages { failures.append("seed \(seed): session \(index): the server got \(received)") }
+            if received + givenUp != Self.messages { failures.append("seed \(seed): session \(index): the server got \(received), \(givenUp) given up") }
             let stuck = router.table[session.id]
             if !(stuck?.outboxCount == 0 && stuck?.inboxCount == 0) {
                 failures.append("seed \(seed): session \(index) holds outbox \(stuck?.outboxCount ?? -1), inbox \(stuck?.inboxCount ?? -1)")

@@ -92,6 +92,10 @@ struct OutboundQueue {
     private(set) var storedBytes = 0
     /// Messages given up so far (stored, to rebuild `wireAckedSeq` after a restart).
     private(set) var givenUp: UInt64 = 0
+    /// Messages of the window given up that the store has not yet recorded as given up. Nothing
+    /// goes on the link meanwhile: a restart that lost the record would number the wire without
+    /// the gap, unlike the server, which would take the next message for one it already has.
+    private(set) var givingUp = 0
     /// The first stored messages with their payloads: every stored seq ≤ `loadedThroughSeq`.
     private(set) var window = OutboundQueue.emptyWindow
     /// Window entries, from the front, written on the current link; 0 after a link change.
@@ -212,10 +216,11 @@ struct OutboundQueue {
     /// Writes what the send window allows after the entries already on this link, calling
     /// `body` with each. A message whose TTL passed (and that the server cannot hold), or too
     /// large for `maxFrame`, is given up instead: it was never on this link, and OPEN_OK said
-    /// the server lacks it. `linkWrites` counts every DATA written, for `PoisonWatch`.
+    /// the server lacks it; the rest waits until the store has recorded that (`giveUpStored`).
+    /// `linkWrites` counts every DATA written, for `PoisonWatch`.
     mutating func transmit(maxFrame: UInt32, now: Int64, at instant: ContinuousClock.Instant, linkWrites: inout UInt64,
                            budget: inout MemoryBudget, _ body: (Transmission) -> Void) {
-        while transmittedCount < window.count {
+        while givingUp == 0, transmittedCount < window.count {
             if let sendWindow, transmittedCount >= Int(sendWindow) { break }
             // The ACKs of what is ahead on the link call this again.
             if transmittedCount > 0, transmittedBytes >= Session.linkAheadBytes { break }
@@ -352,17 +357,20 @@ struct OutboundQueue {
 
     /// The read under way is over; `messages` (nil when it failed) come into the window when
     /// they are the outbox's next ones (nothing else changed the store after the window
-    /// while it ran). Returns how many came in.
-    mutating func endRead(_ messages: [OutboundMessage]?, budget: inout MemoryBudget) -> Int {
+    /// while it ran). Returns how many came in, and the earliest TTL among those the server
+    /// cannot hold (the timer may have passed the store's lower bound of them while the read ran).
+    mutating func endRead(_ messages: [OutboundMessage]?, budget: inout MemoryBudget) -> (added: Int, earliestDeadline: Int64?) {
         budget.endRead(&load)
         var added = 0
+        var earliest: Int64?
         for message in messages ?? [] where message.seq > loadedThroughSeq && hasMessagesAfterWindow {
             window.append(Entry(seq: message.seq, payload: message.payload, deadlineMS: message.expiresAtMS))
             loadedThroughSeq = message.seq
             budget.keepOutbound(Session.windowCost(message.payload), in: &self)
             added += 1
+            if message.seq > heldThroughSeq, let deadline = message.expiresAtMS { earliest = min(earliest ?? deadline, deadline) }
         }
-        return added
+        return (added, earliest)
     }
 
     /// Forgets the window and the read under way; the messages stay in the store.
@@ -432,8 +440,15 @@ struct OutboundQueue {
         storeDeadlineMS = batch.nextExpiryMS
     }
 
+    /// The store recorded (or failed to record) one message given up from the window: once
+    /// every one is, the link may carry what follows them.
+    mutating func giveUpStored() {
+        givingUp = max(0, givingUp - 1)
+    }
+
     /// Forgets the window's entry at `offset` (not on the current link, not held by the server).
     private mutating func giveUp(at offset: Int, budget: inout MemoryBudget) {
+        givingUp += 1
         let entry = window.remove(at: window.index(window.startIndex, offsetBy: offset))
         givenUp += 1
         storedCount -= 1

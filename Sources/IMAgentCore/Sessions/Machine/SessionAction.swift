@@ -44,8 +44,8 @@ enum SessionAction {
     case log(SessionLogLevel, String)
     /// A session was opened, attached, detached or closed, or changed state: for WATCH subscribers.
     case watch(SessionChange)
-    /// A TTL passes at this time (ms since the Unix epoch): call `expireDue()` then
-    /// (a timer already set for an earlier time serves).
+    /// Set the TTL timer for this time (ms since the Unix epoch), earlier than it is set:
+    /// call `expireDue(now:)` then (`ExpirySchedule` asks only when the timer must move).
     case expireAt(Int64)
 }
 

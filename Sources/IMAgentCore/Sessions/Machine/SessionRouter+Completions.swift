@@ -63,7 +63,9 @@ extension SessionRouter {
             if let client = table[id]?.attachedClient {
                 actions.append(.event(client: client, .expired(.init(session: id, seq: seq, code: code, message: reason))))
             }
-            return actions
+            // What follows it on the link waited for this (`OutboundQueue.givingUp`).
+            table.modify(id) { $0.outbound.giveUpStored() }
+            return actions + transmit(id)
 
         case .closed(let client, let request, let id):
             var actions: [SessionAction] = []
@@ -96,13 +98,18 @@ extension SessionRouter {
         // Transmits what was read, unless the read failed or found nothing.
         var stalled = true
         let actions = table.modify(id) { session -> [SessionAction] in
-            let added = session.outbound.endRead(try? result.get(), budget: &budget)
+            let (added, earliestDeadline) = session.outbound.endRead(try? result.get(), budget: &budget)
             if case .failure(let error) = result {
                 return [.log(.warning, "session \(id): outbound messages not read from the store: \(error)"),
                         .storeFailed(reason: "session \(id): outbound messages not read from the store: \(error)")]
             }
+            var actions: [SessionAction] = []
+            if let earliestDeadline {
+                expiry.track(id)
+                if let timer = expiry.wake(at: earliestDeadline) { actions.append(.expireAt(timer)) }
+            }
             // An expiry that waited for this read.
-            var actions = session.expireStored(now: now, tokens: &tokens, limits: limits)
+            actions += session.expireStored(now: now, tokens: &tokens, limits: limits)
             if added == 0, session.outbound.hasMessagesAfterWindow {
                 // Read again at once, it would find nothing again: wait for the next event instead.
                 actions.append(.log(.warning, "session \(id): the store holds no outbound message after seq \(session.outbound.loadedThroughSeq)"))
@@ -112,38 +119,6 @@ extension SessionRouter {
             return actions
         }!
         return stalled ? actions : actions + transmit(id)
-    }
-
-    /// The store gave up expired outbound messages after the window.
-    mutating func forgetExpiredAfterWindow(session id: UInt64, token: UInt64,
-                                           _ result: Result<ExpiredOutbound, SessionPersistenceError>) -> [SessionAction] {
-        guard table[id]?.outbound.expiring == token else { return [] }  // closed
-        let now = now.wallMS
-        let actions = table.modify(id) { session in
-            session.outbound.endStoreExpiry(try? result.get())
-            var actions: [SessionAction] = []
-            switch result {
-            case .failure(let error):
-                // Nothing was given up: try again in a second.
-                actions.append(.log(.warning, "session \(id): expired messages not given up: \(error)"))
-                actions.append(.expireAt(now + 1_000))
-            case .success(let batch):
-                for message in batch.messages {
-                    actions.append(.log(.info, "session \(id): outbound seq \(message.seq) given up: \(Self.expiredReason)"))
-                    if let client = session.attachedClient {
-                        actions.append(.event(client: client, .expired(.init(session: id, seq: message.seq, code: .expired,
-                                                                             message: Self.expiredReason))))
-                    }
-                }
-                if batch.messages.count >= limits.expiryBatch {
-                    actions += session.expireStored(now: now, tokens: &tokens, limits: limits)  // more are due
-                } else if let next = batch.nextExpiryMS {
-                    actions.append(.expireAt(next))
-                }
-            }
-            return actions
-        }!
-        return actions + transmit(id)
     }
 
     /// The store found the messages an OPEN_OK's LAST_ACKED covers beyond the window.

@@ -3,7 +3,7 @@ import AgentStore
 import IMLink
 import NIOCore
 
-/// Outbound: stored SENDs to DATA on the link, ACKs, TTLs, OPEN_OK and OPEN_FAIL.
+/// Outbound: stored SENDs to DATA on the link, ACKs, OPEN_OK and OPEN_FAIL (TTLs: `SessionRouter+Expiry.swift`).
 extension SessionRouter {
     // MARK: Outbound
 
@@ -42,8 +42,8 @@ extension SessionRouter {
         }!
         var actions: [SessionAction] = []
         if let earliestDeadline {
-            sessionsWithTTL.insert(id)
-            actions.append(.expireAt(earliestDeadline))
+            expiry.track(id)
+            actions += wakeExpiry(at: earliestDeadline)
         }
         // ACCEPTED in seq order, so a client's SEQs arrive increasing.
         actions.append(.reply(client: client, request: request, .accepted(.init(session: id, seq: seq))))
@@ -88,51 +88,6 @@ extension SessionRouter {
             }
             return actions + session.refillOutbound(budget: &budget, tokens: &tokens, limits: limits)
         }!
-    }
-
-    /// What a client reads about a message given up for its TTL.
-    static var expiredReason: String { "its TTL passed before it reached the server" }
-
-    /// Gives up the session's messages whose TTL passed and that the server
-    /// is known not to have; returns the next deadline still ahead, if any.
-    /// The window is looked at here; after it, the store finds them (`expireStored`).
-    mutating func expire(_ id: UInt64, now: Int64) -> (actions: [SessionAction], next: Int64?) {
-        guard let locating = table[id].map({ $0.outbound.locating != nil }) else {
-            sessionsWithTTL.remove(id)
-            return ([], nil)
-        }
-        // An OPEN_OK waiting for the store: the window must stay as LAST_ACKED found it.
-        if locating { return ([], nil) }
-        return table.modify(id) { session in
-            var actions: [SessionAction] = []
-            var (next, hasTTL) = session.outbound.expireWindow(now: now, budget: &budget) { seq in
-                actions.append(tokens.store(.giveUpOutbound(session: id, seq: seq),
-                                            then: .givenUp(session: id, seq: seq, code: .expired, reason: Self.expiredReason)))
-            }
-            actions += session.expireStored(now: now, tokens: &tokens, limits: limits)
-            if let deadline = session.outbound.storeDeadlineMS {
-                hasTTL = true
-                if deadline > now { next = min(next ?? deadline, deadline) }
-            }
-            if !hasTTL, session.outbound.expiring == nil {
-                sessionsWithTTL.remove(id)
-            }
-            return (actions, next)
-        }!
-    }
-
-    /// The TTL timer fired: give up what is due, everywhere.
-    mutating func expireAllDue() -> [SessionAction] {
-        let now = now.wallMS
-        var actions: [SessionAction] = []
-        var next: Int64?
-        for id in sessionsWithTTL.sorted() {
-            let (expired, due) = expire(id, now: now)
-            actions += expired
-            if let due { next = min(next ?? due, due) }
-        }
-        if let next { actions.append(.expireAt(next)) }
-        return actions
     }
 
     /// The server holds everything up to wire seq `wireSeq`: drop it, record
@@ -198,10 +153,9 @@ extension SessionRouter {
         actions += advanceAcked(id, toWire: lastAcked, beyondWindow: span)
         // The server lacks everything after LAST_ACKED: from now on their TTLs count.
         table.modify(id) { $0.outbound.serverHoldsOnlyAcknowledged() }
-        if sessionsWithTTL.contains(id) {
+        if expiry.tracks(id) {
             let (expired, next) = expire(id, now: now.wallMS)
-            actions += expired
-            if let next { actions.append(.expireAt(next)) }
+            actions += expired + wakeExpiry(at: next)
         }
         if let (client, change) = table[id].map({ ($0.attachedClient, SessionChange(.state, $0)) }) {
             if let client {

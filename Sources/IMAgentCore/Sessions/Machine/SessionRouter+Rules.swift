@@ -9,6 +9,7 @@ extension SessionRouter {
                                then continuation: StoreContinuation) -> [SessionAction] {
         guard var session = table.close(id) else { return [] }
         budget.forget(&session)
+        expiry.forget(id)
         var actions: [SessionAction] = [.watch(SessionChange(.closed, session, state: .closed, reason: reason))]
         for waiter in attachesAwaitingStores.removeValue(forKey: id) ?? [] {
             actions.append(.fail(client: waiter.client, request: waiter.request, .sessionClosed, "session \(id) was closed"))

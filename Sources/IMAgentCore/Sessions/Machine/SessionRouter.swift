@@ -70,7 +70,7 @@ struct SessionClient: Hashable, Sendable {
 /// `settle`, which performs what the memory budget says (wake-ups, reading the link
 /// and the clients), so no handler has to remember it. The handlers live one file
 /// per seam: client requests, link, persistence completions, windows, outbound,
-/// inbound and shared rules (`SessionRouter+*.swift`). Its state is internal only
+/// expiry, inbound and shared rules (`SessionRouter+*.swift`). Its state is internal only
 /// so those files reach it; nothing else changes it.
 struct SessionRouter<Random: RandomNumberGenerator> {
     /// Every session, and the indexes kept by it (see `SessionTable`).
@@ -89,8 +89,8 @@ struct SessionRouter<Random: RandomNumberGenerator> {
     var acksDue: Set<UInt64> = []
     var reportedActive = false
     var tokens = Tokens()
-    /// Sessions with outbox messages that have a TTL.
-    var sessionsWithTTL: Set<UInt64> = []
+    /// Which sessions hold messages with a TTL, and when the TTL timer fires.
+    var expiry = ExpirySchedule()
     /// Every payload byte in memory, and who may take more (the windows, what is being stored).
     var budget: MemoryBudget
     /// The time of the event being handled: each event of `SessionRouter+Events.swift` brings it.
@@ -141,7 +141,7 @@ struct SessionRouter<Random: RandomNumberGenerator> {
                 warnings.append("session \(restored.id) of uid \(restored.owner) failed at start-up: \(text)")
             }
             table.restore(restored)
-            if restored.outbound.storeDeadlineMS != nil { sessionsWithTTL.insert(restored.id) }
+            if restored.outbound.storeDeadlineMS != nil { expiry.track(restored.id) }
         }
         return warnings
     }

@@ -80,7 +80,7 @@ final class TCPEjabberd: @unchecked Sendable {
 /// ejabberd and a daemon logging in to it as `TCPEjabberd.user` with its token; both stopped afterwards.
 /// `maxFrame`: the daemon's `[server] max_frame_bytes` (and `[limits] max_payload_bytes`, which may not be larger).
 func withEjabberdDaemon(maxFrame: Int? = nil, _ body: (inout RealDaemon, TCPEjabberd) async throws -> Void) async throws {
-    let directory = try FakeDaemon.makeTemporaryDirectory()
+    let directory = try makeTemporaryDirectory(prefix: "imagent-test")
     var started: TCPEjabberd?
     let (broker, setup): (TCPEjabberd, RealDaemon.Setup)
     do {

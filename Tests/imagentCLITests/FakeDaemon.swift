@@ -5,10 +5,11 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 
-/// A TEST DOUBLE of imagentd's IPC server: a Unix-socket peer that answers
-/// Agent IPC/1 requests per `ipc.md` from a script, and records every frame
-/// it receives. It stands in for the real daemon only until the daemon's IPC
-/// server lands; then these tests are pointed at that (see `withFakeDaemon`).
+/// A TEST DOUBLE of imagentd's IPC socket, not a daemon: a Unix-socket peer
+/// in this process that answers Agent IPC/1 requests per `ipc.md` from a
+/// script, and records every frame it receives. The CLI and client tests use
+/// it for replies the real daemon cannot be made to give on cue (refusals,
+/// silence, a closed connection); an `imagentd` process is a `RealDaemon`.
 ///
 /// What it does per request: HELLO → WELCOME; PING → PONG; STATUS, SESSIONS,
 /// METRICS → RESULT with the script's JSON; WATCH → OK, then the script's
@@ -250,9 +251,7 @@ extension FakeDaemon {
     }
 }
 
-/// Runs `body` against a fake daemon started for it, and stops the daemon
-/// afterwards. When the real daemon's IPC server lands, this is the one place
-/// to start `imagentd` instead.
+/// Runs `body` against a fake daemon started for it, and stops it afterwards.
 func withFakeDaemon<Result>(_ script: FakeDaemon.Script = FakeDaemon.Script(),
                             _ body: (FakeDaemon) async throws -> Result) async throws -> Result {
     let daemon = try await FakeDaemon.start(script)

@@ -230,7 +230,7 @@ struct MQTTUpstreamTests {
 func withMQTTDaemon(brokerExtra: String = "", brokerFiles: (String) throws -> String = { _ in "" }, daemonExtra: String = "",
                     socketMode: String = "0600", tls: (listener: (String, UInt16) throws -> String, daemon: (String, String) -> String)? = nil,
                     _ body: (inout RealDaemon, TCPMosquitto, EchoBackend) async throws -> Void) async throws {
-    let directory = try FakeDaemon.makeTemporaryDirectory()
+    let directory = try makeTemporaryDirectory(prefix: "imagent-test")
     var started: [any Companion] = []
     let (broker, backend, setup): (TCPMosquitto, EchoBackend, RealDaemon.Setup)
     do {

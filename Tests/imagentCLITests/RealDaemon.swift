@@ -97,7 +97,7 @@ final class RealDaemon: @unchecked Sendable {
     static func prepare(_ upstream: Upstream, in directory: String? = nil, token: String = "real-daemon-token",
                         configure: (inout DaemonConfigFile) -> Void = { _ in }) async throws -> Setup {
         let ownsFolder = directory == nil
-        let directory = try directory ?? FakeDaemon.makeTemporaryDirectory()
+        let directory = try directory ?? makeTemporaryDirectory(prefix: "imagent-test")
         var setup = Setup(directory: directory, configPath: directory + "/imagentd.toml", socketPath: directory + "/imagent.sock")
         do {
             let tokenFile = directory + "/token"
@@ -117,6 +117,7 @@ final class RealDaemon: @unchecked Sendable {
             var config = DaemonConfigFile(endpoints: [endpoint], tokenFile: tokenFile, socketPath: setup.socketPath,
                                           storeDirectory: directory, agentID: "real-daemon-test")
             configure(&config)
+            setup.socketPath = config.socketPath
             try config.write(to: setup.configPath)
             return setup
         } catch {

@@ -12,15 +12,11 @@ struct StartFailureTests {
     /// a shutdown does, leaving no write-ahead log to replay.
     @Test func aSocketAnotherDaemonServes_endsTheStart_andTheStoreItOpenedIsClosed() async throws {
         try await withRealDaemon { first in
-            let setup = try await RealDaemon.prepare()
+            let setup = try await RealDaemon.prepare(.referenceServer()) { $0.socketPath = first.socketPath }
             defer {
                 Task { try? await setup.server.stop() }
                 removeTree(setup.directory)
             }
-            let config = try String(contentsOfFile: setup.configPath, encoding: .utf8)
-            try #require(config.contains("\"\(setup.socketPath)\""))
-            try config.replacingOccurrences(of: "\"\(setup.socketPath)\"", with: "\"\(first.socketPath)\"")
-                .write(toFile: setup.configPath, atomically: true, encoding: .utf8)
 
             let second = try await run(RealDaemon.binary, ["--config", setup.configPath])
             #expect(second.status != 0, "\(second.stderr)")

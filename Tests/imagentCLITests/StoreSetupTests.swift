@@ -15,19 +15,10 @@ struct StoreSetupTests {
 
     /// A configuration whose store is `setup.directory/store`, a directory the test prepares.
     private func prepare() async throws -> (RealDaemon.Setup, store: String) {
-        let setup = try await RealDaemon.prepare()
+        let setup = try await RealDaemon.prepare(.referenceServer()) { $0.storeDirectory += "/store" }
         let store = setup.directory + "/store"
-        let config = try String(contentsOfFile: setup.configPath, encoding: .utf8)
-            .replacingOccurrences(of: "[store]\ndirectory = \"\(setup.directory)\"", with: "[store]\ndirectory = \"\(store)\"")
-        try #require(config.contains(store))
-        try config.write(toFile: setup.configPath, atomically: true, encoding: .utf8)
         try #require(mkdir(store, 0o700) == 0)
         return (setup, store)
-    }
-
-    private func finish(_ setup: RealDaemon.Setup) async {
-        try? await setup.server.stop()
-        removeTree(setup.directory)
     }
 
     @Test(arguments: ["-wal", "-shm", "-journal", ""])
@@ -44,7 +35,7 @@ struct StoreSetupTests {
         #expect(started.stderr.contains("\(link) is a symbolic link"), "\(started.stderr)")
         #expect(mode(target) == 0o644, "the link's target was changed: \(String(mode(target), radix: 8))")
         #expect(try String(contentsOfFile: target, encoding: .utf8) == "another user's file\n")
-        await finish(setup)
+        await setup.discard()
     }
 
     @Test func aDirectoryInPlaceOfAStoreFile_isRefused() async throws {
@@ -54,7 +45,7 @@ struct StoreSetupTests {
         let started = try await run(RealDaemon.binary, ["--config", setup.configPath])
         #expect(started.status == 78, "\(started.stderr)")
         #expect(started.stderr.contains("\(path) is not a regular file"), "\(started.stderr)")
-        await finish(setup)
+        await setup.discard()
     }
 
     @Test func aStoreDirectoryOwnedByAnotherUser_isRefusedAtStart() async throws {
@@ -66,7 +57,7 @@ struct StoreSetupTests {
         #expect(started.stderr.contains("the store directory \(store) is owned by"), "\(started.stderr)")
         #expect(started.stderr.contains("uid 65534") && started.stderr.contains("chown"), "\(started.stderr)")
         #expect(!FileManager.default.fileExists(atPath: store + "/imagentd.sqlite3"), "nothing is created in it")
-        await finish(setup)
+        await setup.discard()
     }
 
     @Test func aStoreDirectoryOthersMayWriteTo_isRefusedAtStart() async throws {
@@ -78,7 +69,7 @@ struct StoreSetupTests {
                 "\(started.stderr)")
         #expect(started.stderr.contains("chmod 0700 \(store)"), "\(started.stderr)")
         #expect(mode(store) == 0o777, "left as it was for the operator to look at")
-        await finish(setup)
+        await setup.discard()
     }
 
     @Test func aStoreDirectoryOthersMayOnlyRead_isMadePrivate() async throws {
@@ -133,8 +124,7 @@ struct StoreSetupTests {
         let damaged = try await run(RealDaemon.binary, ["--check-store", "--config", setup.configPath])
         #expect(damaged.status == 65, "\(damaged.stdout)\(damaged.stderr)")
         #expect(damaged.stdout.hasPrefix("\(database): damaged\n"), "\(damaged.stdout)")
-        try? await setup.server.stop()
-        removeTree(setup.directory)
+        await setup.discard()
     }
 
     @Test func checkStore_onAnInvalidConfiguration_exits78() async throws {

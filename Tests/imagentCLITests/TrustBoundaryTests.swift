@@ -25,14 +25,10 @@ struct TrustBoundaryTests {
 
     @Test(arguments: ["022", "027", "000"])
     func theStoreIsPrivate_whateverTheUmask(umask: String) async throws {
-        let setup = try await RealDaemon.prepare()
-        defer { try? FileManager.default.removeItem(atPath: setup.directory) }
         // A store directory that does not exist yet: the daemon creates it.
+        let setup = try await RealDaemon.prepare(.referenceServer()) { $0.storeDirectory += "/store" }
+        defer { try? FileManager.default.removeItem(atPath: setup.directory) }
         let store = setup.directory + "/store"
-        let config = try String(contentsOfFile: setup.configPath, encoding: .utf8)
-            .replacingOccurrences(of: "[store]\ndirectory = \"\(setup.directory)\"", with: "[store]\ndirectory = \"\(store)\"")
-        #expect(config.contains(store))
-        try config.write(toFile: setup.configPath, atomically: true, encoding: .utf8)
 
         let process = try await launch(setup, umask: umask)
         do {

@@ -261,8 +261,9 @@ struct IPCFeatureTests {
             #expect(gauges["sessions"] as? Int == 1)
             #expect(gauges["inbox_messages"] as? Int == 3)
             #expect(gauges["outbox_messages"] as? Int == 0)
-            #expect((gauges["store_database_bytes"] as? Int ?? 0) > 0)
-            // Nothing happens meanwhile, so the log is as large as when the gauge was read.
+            // Nothing happens meanwhile, so the database and its log are as large as when the gauges were read.
+            let database = try FileManager.default.attributesOfItem(atPath: daemon.directory + "/imagentd.sqlite3")[.size] as? Int
+            #expect(gauges["store_database_bytes"] as? Int == database && (database ?? 0) > 0)
             let wal = try FileManager.default.attributesOfItem(atPath: daemon.directory + "/imagentd.sqlite3-wal")[.size] as? Int
             #expect(gauges["store_wal_bytes"] as? Int == wal && (wal ?? 0) > 0)
             #expect(gauges["outbox_bytes"] as? Int == 0)
@@ -273,7 +274,7 @@ struct IPCFeatureTests {
 
             let status = try JSONSerialization.jsonObject(with: Data(try await client.status().utf8)) as? [String: Any]
             let store = try #require(status?["store"] as? [String: Any])
-            #expect((store["db_bytes"] as? Int ?? 0) > 0)
+            #expect(store["db_bytes"] as? Int == database)
             #expect((store["path"] as? String)?.hasPrefix(daemon.directory) == true)
             #expect(store["memory_budget_bytes"] as? Int == 8 << 20)
             #expect(store["memory_bytes"] as? Int == 0)

@@ -1,4 +1,5 @@
 import AgentIPC
+import IMLink
 import IMAgentTestKit
 import NIOCore
 import Testing
@@ -114,6 +115,34 @@ import Testing
         #expect(router.table[id] == nil)
         #expect(!router.expiry.tracks(id))
         #expect(router.expiryAudit() == [])
+    }
+
+    @Test func messagesReadIntoTheWindow_setTheTimerForTheirTTLs_whenItFiredDuringTheRead() {
+        // One message of 100 bytes fits a budget of 300: the rest stay in the store only.
+        var router = makeRouter(SessionLimits(memoryBudgetBytes: 300))
+        router.now.wallMS = 1_000
+        let disk = StoredPayloads()
+        let id = router.newSession()
+        _ = router.establish()
+        let body = { (n: Int) in String(repeating: "\(n)", count: 100) }
+        #expect(send(&router, id, body(1), ttl: nil, disk: disk).dataSeqs == [1])
+        _ = send(&router, id, body(2), ttl: 500, disk: disk)  // due at 1,500
+        _ = send(&router, id, body(3), ttl: 3_000, disk: disk)  // due at 4,000
+        #expect(router.table[id]?.outbound.window.count == 1 && router.expiry.timer == 1_500)
+        // The server's ACK empties the window: the read of seqs 2 and 3 starts, and is answered
+        // only after the link went and the timer fired, which found the read under way.
+        let read = router.received(.ack(Ack(session: id, seq: 1)))
+        #expect(read.contains { if case .store(.outbound, _, _) = $0 { true } else { false } })
+        _ = router.linkLost()
+        router.now.wallMS = 1_600
+        #expect(router.completing(router.expireDue(), disk: disk).expired.isEmpty)
+        #expect(router.expiry.timer == nil)
+        _ = router.completing(read, disk: disk)
+        #expect(router.table[id]?.outbound.window.first?.seq == 2)
+        // Seq 2's TTL passed: the timer is set for it, or it waits for the next link.
+        #expect(router.expiry.timer == 1_500)
+        #expect(router.expiryAudit() == [])
+        #expect(router.completing(router.expireDue(), disk: disk).expired.map(\.seq) == [2])
     }
 
     @Test func aFullBatchOfTheStoresExpiry_leavesTheTimerSetForTheNextDeadline() {

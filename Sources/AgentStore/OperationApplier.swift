@@ -163,14 +163,14 @@ final class OperationApplier {
         case .createSession(let id, let service, let ownerUID, let priority, let durable, let createdAtMS):
             return .session(try createSession(id: id, service: service, ownerUID: ownerUID, priority: priority,
                                               durable: durable, createdAtMS: createdAtMS))
-        case .appendOutbound(let session, let seq, let payload, let expiresAtMS):
-            try appendOutbound(session: session, seq: seq, payload: payload, expiresAtMS: expiresAtMS)
+        case .appendOutbound(let session, let seq, let payload, let expiresAtMS, let payloadCRC):
+            try appendOutbound(session: session, seq: seq, payload: payload, expiresAtMS: expiresAtMS, payloadCRC: payloadCRC)
             return .done
         case .markAcked(let session, let upTo):
             try markAcked(session: session, upTo: upTo)
             return .done
-        case .appendInbound(let session, let seq, let payload):
-            try appendInbound(session: session, seq: seq, payload: payload)
+        case .appendInbound(let session, let seq, let payload, let payloadCRC):
+            try appendInbound(session: session, seq: seq, payload: payload, payloadCRC: payloadCRC)
             return .done
         case .markDelivered(let session, let upTo):
             try markDelivered(session: session, upTo: upTo)
@@ -348,7 +348,7 @@ final class OperationApplier {
 
     // MARK: Outbound
 
-    private func appendOutbound(session: UInt64, seq: UInt64, payload: ByteBuffer, expiresAtMS: Int64?) throws {
+    private func appendOutbound(session: UInt64, seq: UInt64, payload: ByteBuffer, expiresAtMS: Int64?, payloadCRC: UInt32?) throws {
         let current = try counters(session)
         guard current.state == .open else { throw StoreError.sessionNotOpen(session, current.state) }
         try Self.checkNext(seq, after: current.sent, session: session, direction: .outbound)
@@ -356,7 +356,7 @@ final class OperationApplier {
         try insertOutbox.bind(Int64(bitPattern: session), at: 1)
         try insertOutbox.bind(Int64(bitPattern: seq), at: 2)
         if let expiresAtMS { try insertOutbox.bind(expiresAtMS, at: 4) } else { try insertOutbox.bindNull(at: 4) }
-        try bindPayload(payload, to: insertOutbox, at: 3, reference: 5)
+        try bindPayload(payload, crc: payloadCRC, to: insertOutbox, at: 3, reference: 5)
         try insertOutbox.step()
         var changed = current
         changed.sent = seq
@@ -425,21 +425,22 @@ final class OperationApplier {
             bytes += length
             messages.append(OutboundMessage(seq: UInt64(bitPattern: selectOutboxAfter.integer(at: 0)),
                                             payload: try payload(selectOutboxAfter, at: 3),
-                                            expiresAtMS: selectOutboxAfter.isNull(at: 1) ? nil : selectOutboxAfter.integer(at: 1)))
+                                            expiresAtMS: selectOutboxAfter.isNull(at: 1) ? nil : selectOutboxAfter.integer(at: 1),
+                                            payloadCRC: Self.segmentCRC(selectOutboxAfter, at: 3)))
         }
         return messages
     }
 
     // MARK: Inbound
 
-    private func appendInbound(session: UInt64, seq: UInt64, payload: ByteBuffer) throws {
+    private func appendInbound(session: UInt64, seq: UInt64, payload: ByteBuffer, payloadCRC: UInt32?) throws {
         let current = try counters(session)
         guard current.state == .open else { throw StoreError.sessionNotOpen(session, current.state) }
         try Self.checkNext(seq, after: current.received, session: session, direction: .inbound)
         defer { insertInbox.reset() }
         try insertInbox.bind(Int64(bitPattern: session), at: 1)
         try insertInbox.bind(Int64(bitPattern: seq), at: 2)
-        try bindPayload(payload, to: insertInbox, at: 3, reference: 4)
+        try bindPayload(payload, crc: payloadCRC, to: insertInbox, at: 3, reference: 4)
         try insertInbox.step()
         var changed = current
         changed.received = seq
@@ -562,6 +563,11 @@ final class OperationApplier {
     }
 
     /// The payload of a row read with `payloadColumns` starting at `column`: inline, or from its segment.
+    /// The CRC-32C of the payload at `column` when it lives in a segment (`payload(_:at:)` checked it).
+    private static func segmentCRC(_ statement: SQLiteStatement, at column: Int32) -> UInt32? {
+        statement.isNull(at: column + 1) ? nil : UInt32(truncatingIfNeeded: statement.integer(at: column + 4))
+    }
+
     private func payload(_ statement: SQLiteStatement, at column: Int32) throws(StoreError) -> ByteBuffer {
         guard statement.isNull(at: column + 1) else {
             return try segments.read(SegmentReference(segment: statement.integer(at: column + 1),
@@ -579,7 +585,7 @@ final class OperationApplier {
 
     /// Binds `payload` at `column` inline, or (large) appends it to a segment and binds an empty
     /// payload and the reference to the four columns from `reference` on.
-    private func bindPayload(_ payload: ByteBuffer, to statement: SQLiteStatement, at column: Int32,
+    private func bindPayload(_ payload: ByteBuffer, crc: UInt32?, to statement: SQLiteStatement, at column: Int32,
                              reference: Int32) throws {
         guard payload.readableBytes >= largePayloadBytes else {
             try payload.withUnsafeReadableBytes { (bytes) throws(SQLiteError) in try statement.bind(bytes: bytes, at: column) }
@@ -587,7 +593,7 @@ final class OperationApplier {
             return
         }
         let stored = try payload.withUnsafeReadableBytes { (bytes) throws(StoreError) in
-            try segments.append(bytes, limit: segmentLimit)
+            try segments.append(bytes, crc: crc, limit: segmentLimit)
         }
         try statement.bind([UInt8](), at: column)
         try statement.bind(stored.segment, at: reference)

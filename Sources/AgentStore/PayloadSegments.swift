@@ -125,8 +125,9 @@ final class PayloadSegments {
 
     // MARK: Payloads
 
-    /// Appends `bytes` to the current segment; `limit`, when given, is the most all segments may hold.
-    func append(_ bytes: UnsafeRawBufferPointer, limit: Int?) throws(StoreError) -> SegmentReference {
+    /// Appends `bytes` to the current segment; `crc`, when given, is their CRC-32C, known from
+    /// their way here; `limit`, when given, is the most all segments may hold.
+    func append(_ bytes: UnsafeRawBufferPointer, crc: UInt32? = nil, limit: Int?) throws(StoreError) -> SegmentReference {
         // A full segment makes way for a new one at a transaction's first append only, so one
         // transaction appends to one file (and a rollback cuts one file back).
         if sizes[current, default: 0] >= segmentBytes, sizes[current, default: 0] == sizeAtBegin {
@@ -154,7 +155,7 @@ final class PayloadSegments {
         }
         sizes[current] = offset + bytes.count
         unsynced = true
-        return SegmentReference(segment: current, offset: Int64(offset), length: bytes.count, crc: Self.crc(bytes))
+        return SegmentReference(segment: current, offset: Int64(offset), length: bytes.count, crc: crc ?? Self.crc(bytes))
     }
 
     /// The payload at `reference`, read with one `pread` and checked against its CRC.

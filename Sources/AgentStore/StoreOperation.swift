@@ -7,12 +7,15 @@ import NIOCore
 public enum StoreOperation: Sendable, Hashable {
     /// Creates an open session; `id` nil draws one in the same transaction. → `.session`
     case createSession(id: UInt64?, service: String, ownerUID: UInt32, priority: UInt8, durable: Bool, createdAtMS: Int64)
-    /// Stores outbound message `seq`, which must be `sentSeq + 1`; sets `sentSeq`. → `.done`
-    case appendOutbound(session: UInt64, seq: UInt64, payload: ByteBuffer, expiresAtMS: Int64?)
+    /// Stores outbound message `seq`, which must be `sentSeq + 1`; sets `sentSeq`. `payloadCRC`,
+    /// when given, is the payload's CRC-32C, recorded for a large payload instead of computed
+    /// again. → `.done`
+    case appendOutbound(session: UInt64, seq: UInt64, payload: ByteBuffer, expiresAtMS: Int64?, payloadCRC: UInt32? = nil)
     /// The server acknowledged every outbound seq up to `upTo`: deletes them, sets `ackedSeq`. → `.done`
     case markAcked(session: UInt64, upTo: UInt64)
-    /// Stores inbound message `seq`, which must be `receivedSeq + 1`; sets `receivedSeq`. → `.done`
-    case appendInbound(session: UInt64, seq: UInt64, payload: ByteBuffer)
+    /// Stores inbound message `seq`, which must be `receivedSeq + 1`; sets `receivedSeq`;
+    /// `payloadCRC` as for `appendOutbound`. → `.done`
+    case appendInbound(session: UInt64, seq: UInt64, payload: ByteBuffer, payloadCRC: UInt32? = nil)
     /// A client acknowledged every inbound seq up to `upTo`: deletes them, sets `deliveredSeq`. → `.done`
     case markDelivered(session: UInt64, upTo: UInt64)
     /// Marks the session failed with the server's code; its queues are kept. → `.done`

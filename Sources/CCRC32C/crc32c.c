@@ -40,9 +40,6 @@ static uint32_t software(uint32_t crc, const uint8_t *p, size_t n) {
     return crc;
 }
 
-#if defined(__x86_64__)
-#include <nmmintrin.h>
-
 // Multiplication modulo the CRC polynomial (bit-reflected), used to shift a
 // stream's CRC past the bytes that the later streams covered.
 static uint32_t gf2_multiply(uint32_t a, uint32_t b) {
@@ -67,6 +64,13 @@ static uint32_t shift_operator(size_t bytes) {
     }
     return result;
 }
+
+// x^(8 * 2^k) mod P for each bit k of a length: `imagent_crc32c_shift` multiplies by the
+// ones a length's set bits name, at most one multiplication per bit.
+static uint32_t power_of_two_shifts[64];
+
+#if defined(__x86_64__)
+#include <nmmintrin.h>
 
 enum { BLOCK = 4096 }; // bytes per stream per round in the three-way loop
 static uint32_t block_shift;
@@ -100,6 +104,8 @@ static uint32_t hardware(uint32_t crc, const uint8_t *p, size_t n) {
 __attribute__((constructor))
 static void crc32c_init(void) {
     build_tables();
+    power_of_two_shifts[0] = shift_operator(1);
+    for (int k = 1; k < 64; k++) power_of_two_shifts[k] = gf2_multiply(power_of_two_shifts[k - 1], power_of_two_shifts[k - 1]);
 #if defined(__x86_64__)
     __builtin_cpu_init();
     have_sse42 = __builtin_cpu_supports("sse4.2");
@@ -115,3 +121,10 @@ uint32_t imagent_crc32c_update(uint32_t state, const void *bytes, size_t length)
 }
 
 int imagent_crc32c_is_hardware(void) { return have_sse42; }
+
+uint32_t imagent_crc32c_shift(uint32_t crc, size_t length) {
+    for (int k = 0; length; k++, length >>= 1) {
+        if (length & 1) crc = gf2_multiply(crc, power_of_two_shifts[k]);
+    }
+    return crc;
+}

@@ -32,6 +32,18 @@ public struct CRC32C: Sendable, Equatable {
         return crc.value
     }
 
+    public static func checksum(_ buffer: ByteBuffer) -> UInt32 {
+        var crc = CRC32C()
+        crc.update(buffer)
+        return crc.value
+    }
+
+    /// The CRC of `A` followed by `B`, from `CRC(A)`, `CRC(B)` and the length of `B`: a
+    /// frame's CRC from its header's and a body's computed before, without reading the body.
+    public static func combine(_ first: UInt32, _ second: UInt32, secondLength: Int) -> UInt32 {
+        imagent_crc32c_shift(first, secondLength) ^ second
+    }
+
     /// True when the CPU's `crc32` instruction computes it (reported by benchmarks).
     public static var isHardwareAccelerated: Bool { imagent_crc32c_is_hardware() != 0 }
 }

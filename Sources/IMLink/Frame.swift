@@ -250,13 +250,35 @@ public struct DataFrame: Hashable, Sendable {
     public var session: UInt64
     public var seq: UInt64
     public var compressed: Bool
-    public var body: ByteBuffer
+    public var body: ByteBuffer {
+        didSet { bodyCRC = nil }
+    }
+    /// The CRC-32C of `body` when it is known already (a large payload's, computed once on its
+    /// way through the daemon), so that the frame's CRC need not read the body again. Not part
+    /// of the frame's value; a new `body` forgets it.
+    public private(set) var bodyCRC: UInt32?
 
-    public init(session: UInt64, seq: UInt64, compressed: Bool = false, body: ByteBuffer) {
+    /// Bodies of this many bytes or more keep their CRC when a frame is parsed, and are worth
+    /// giving one when a frame is made: below, reading the body twice costs less than combining.
+    public static let bodyCRCKeptFrom = 16 * 1024
+
+    public init(session: UInt64, seq: UInt64, compressed: Bool = false, body: ByteBuffer, bodyCRC: UInt32? = nil) {
         self.session = session
         self.seq = seq
         self.compressed = compressed
         self.body = body
+        self.bodyCRC = bodyCRC
+    }
+
+    public static func == (lhs: DataFrame, rhs: DataFrame) -> Bool {
+        lhs.session == rhs.session && lhs.seq == rhs.seq && lhs.compressed == rhs.compressed && lhs.body == rhs.body
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(session)
+        hasher.combine(seq)
+        hasher.combine(compressed)
+        hasher.combine(body)
     }
 }
 

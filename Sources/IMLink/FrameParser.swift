@@ -37,12 +37,21 @@ public enum FrameParser {
         let length = size - FrameHeader.size
         let crc = buffer.getInteger(at: start + FrameHeader.crcOffset, as: UInt32.self)!
 
-        var computed = CRC32C()
+        // A large DATA body's CRC is computed apart and kept (the frame's follows from it): the
+        // store records it for the payload's copy on disk without reading the payload again.
+        let keepsBodyCRC = type == .data && length >= DataFrame.bodyCRCKeptFrom
+        var header = CRC32C()
+        var body = CRC32C()
         buffer.withUnsafeReadableBytes { bytes in
-            computed.update(UnsafeRawBufferPointer(rebasing: bytes[0..<FrameHeader.crcOffset]))
-            computed.update(UnsafeRawBufferPointer(rebasing: bytes[FrameHeader.size..<size]))
+            header.update(UnsafeRawBufferPointer(rebasing: bytes[0..<FrameHeader.crcOffset]))
+            if keepsBodyCRC {
+                body.update(UnsafeRawBufferPointer(rebasing: bytes[FrameHeader.size..<size]))
+            } else {
+                header.update(UnsafeRawBufferPointer(rebasing: bytes[FrameHeader.size..<size]))
+            }
         }
-        guard computed.value == crc else { throw .crcMismatch(received: crc, computed: computed.value) }
+        let computed = keepsBodyCRC ? CRC32C.combine(header.value, body.value, secondLength: length) : header.value
+        guard computed == crc else { throw .crcMismatch(received: crc, computed: computed) }
 
         switch (type.sessionRule, session) {
         case (.zero, 0), (.nonZero, 1...), (.any, _): break
@@ -52,12 +61,13 @@ public enum FrameParser {
         guard !compressed || type == .data else { throw .compressedControlFrame(type) }
 
         buffer.moveReaderIndex(forwardBy: FrameHeader.size)
-        let body = buffer.readSlice(length: length)!
+        let payload = buffer.readSlice(length: length)!
         if type == .data {
-            return .data(DataFrame(session: session, seq: seq, compressed: compressed, body: body))
+            return .data(DataFrame(session: session, seq: seq, compressed: compressed, body: payload,
+                                   bodyCRC: keepsBodyCRC ? body.value : nil))
         }
         do {
-            return try controlFrame(type, session: session, seq: seq, body: body)
+            return try controlFrame(type, session: session, seq: seq, body: payload)
         } catch {
             throw .badRecord(type, error)
         }

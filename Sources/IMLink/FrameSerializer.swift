@@ -139,8 +139,11 @@ extension DataFrame {
         let crc = buffer.withUnsafeReadableBytes { bytes in
             var crc = CRC32C()
             crc.update(UnsafeRawBufferPointer(rebasing: bytes[(start - buffer.readerIndex)...].prefix(FrameHeader.crcOffset)))
-            crc.update(body)
-            return crc.value
+            guard let bodyCRC else {
+                crc.update(body)
+                return crc.value
+            }
+            return CRC32C.combine(crc.value, bodyCRC, secondLength: body.readableBytes)
         }
         buffer.setInteger(crc, at: start + FrameHeader.crcOffset)
     }

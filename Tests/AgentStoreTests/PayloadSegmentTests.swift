@@ -196,4 +196,38 @@ struct PayloadSegmentTests {
             #expect(stored.allSatisfy { $0.payload == payloadOf(size: Self.large, seq: $0.seq) })
         }
     }
+
+    /// CRC-32C a bit at a time: the reference the store's records are held to.
+    static func crc32c(_ buffer: ByteBuffer) -> UInt32 {
+        var crc: UInt32 = 0xFFFF_FFFF
+        for byte in buffer.readableBytesView {
+            crc ^= UInt32(byte)
+            for _ in 0..<8 { crc = crc & 1 != 0 ? (crc >> 1) ^ 0x82F6_3B78 : crc >> 1 }
+        }
+        return crc ^ 0xFFFF_FFFF
+    }
+
+    /// A large payload's CRC given with it is what the store records (not computed again), and
+    /// what a read of it hands back; a wrong one makes its read fail as corrupt.
+    @Test func aGivenCRC_isRecorded_andComesBackWithTheRead() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        try await withSegmentStore(in: directory) { store async throws in
+            let session = try await store.newSession()
+            let first = payloadOf(size: Self.large, seq: 1), second = payloadOf(size: Self.large, seq: 2)
+            let firstCRC = Self.crc32c(first)
+            _ = try await store.perform([
+                .appendOutbound(session: session.id, seq: 1, payload: first, expiresAtMS: nil, payloadCRC: firstCRC),
+                .appendOutbound(session: session.id, seq: 2, payload: second, expiresAtMS: nil),
+                .appendOutbound(session: session.id, seq: 3, payload: bytes("small"), expiresAtMS: nil),
+            ], on: testLoop).get()
+            let read = try await store.outbound(session: session.id, after: 0, limit: 10, on: testLoop).get()
+            #expect(read.map(\.payloadCRC) == [firstCRC, Self.crc32c(second), nil])
+
+            let other = try await store.newSession()
+            _ = try await store.perform([.appendOutbound(session: other.id, seq: 1, payload: first, expiresAtMS: nil,
+                                                         payloadCRC: firstCRC ^ 1)], on: testLoop).get()
+            await #expect(throws: StoreError.self) { _ = try await store.outbound(session: other.id, after: 0, limit: 10, on: testLoop).get() }
+        }
+    }
 }

@@ -30,4 +30,14 @@ import Testing
         }
         #expect(pieces.value == CRC32C.checksum(bytes))
     }
+
+    /// CRC(A ‖ B) from CRC(A), CRC(B) and |B|: a frame's CRC from its header's and a body's known one.
+    @Test(arguments: [0, 1, 28, 4095, 16_384, 65_536, 100_003])
+    func combine_isTheCRCOfTheTwoInARow(secondLength: Int) {
+        var generator = SystemRandomNumberGenerator()
+        let first = (0..<28).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        let second = (0..<secondLength).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        #expect(CRC32C.combine(CRC32C.checksum(first), CRC32C.checksum(second), secondLength: secondLength)
+                == CRC32C.checksum(first + second))
+    }
 }

@@ -150,6 +150,31 @@ import Testing
         #expect(ping == Frame.ping(Ping(id: 1, timestampUS: 2)).encoded())
     }
 
+
+    /// A DATA frame made with its body's CRC known gives the same bytes; a parsed frame keeps a
+    /// large body's CRC (not a small one's), a new body forgets it, and frames compare without it.
+    @Test func aLargeBodysCRC_isKeptBothWays_andIsNotPartOfTheFrame() throws {
+        for size in [100, DataFrame.bodyCRCKeptFrom - 1, DataFrame.bodyCRCKeptFrom, 65_536] {
+            let body = ByteBuffer(bytes: (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+            let plain = Frame.data(DataFrame(session: Self.session, seq: 4, body: body))
+            let known = DataFrame(session: Self.session, seq: 4, body: body, bodyCRC: CRC32C.checksum(body))
+            #expect(Frame.data(known).encoded() == plain.encoded(), "\(size)")
+            #expect(Frame.data(known) == plain)
+
+            var wire = plain.encoded()
+            guard case .data(var parsed) = try FrameParser.parse(&wire, maxBody: 1 << 20) else {
+                Issue.record("not DATA")
+                continue
+            }
+            #expect(parsed.bodyCRC == (size >= DataFrame.bodyCRCKeptFrom ? CRC32C.checksum(body) : nil), "\(size)")
+            parsed.body = ByteBuffer(string: "other")
+            #expect(parsed.bodyCRC == nil)
+        }
+        // A corrupt large body is still refused: the kept CRC is the checked one.
+        var wire = Frame.data(DataFrame(session: Self.session, seq: 5, body: ByteBuffer(repeating: 1, count: 65_536))).encoded()
+        wire.setInteger(UInt8(2), at: wire.readerIndex + FrameHeader.size + 40_000)
+        #expect(throws: IMLinkError.self) { _ = try FrameParser.parse(&wire, maxBody: 1 << 20) }
+    }
 }
 
 /// A frame with a hand-made body and a correct CRC.

@@ -117,7 +117,7 @@ final class InMemorySessionPersistence: SessionPersistence {
             sessions[id] = Kept(record: SessionRecord(id: id, service: service, ownerUID: ownerUID, priority: priority, durable: durable,
                                                       createdMS: 0))
             return .success(())
-        case .appendOutbound(let session, let seq, let payload, let expiresAtMS):
+        case .appendOutbound(let session, let seq, let payload, let expiresAtMS, _):
             return change(session) { kept in
                 guard seq == kept.record.sentSeq + 1 else { throw SessionPersistenceError.failed("outbound seq \(seq) after \(kept.record.sentSeq)") }
                 kept.outbox.append(OutboundMessage(seq: seq, payload: payload, expiresAtMS: expiresAtMS))
@@ -139,7 +139,7 @@ final class InMemorySessionPersistence: SessionPersistence {
                 kept.record.ackedSeq = seq
                 return kept.outbox.count - before
             }
-        case .appendInbound(let session, let seq, let payload):
+        case .appendInbound(let session, let seq, let payload, _):
             return change(session) { kept in
                 guard seq == kept.record.receivedSeq + 1 else { throw SessionPersistenceError.failed("inbound seq \(seq) after \(kept.record.receivedSeq)") }
                 kept.inbox.append(InboundMessage(seq: seq, payload: payload))

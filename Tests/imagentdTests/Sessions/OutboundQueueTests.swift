@@ -24,7 +24,7 @@ import Testing
         var result: (wire: [UInt64], expired: [UInt64], tooLarge: [UInt64]) = ([], [], [])
         queue.transmit(maxFrame: maxFrame, now: now ?? nowMS, at: t0, linkWrites: &writes, budget: &budget) {
             switch $0 {
-            case .data(let wireSeq, _, _): result.wire.append(wireSeq)
+            case .data(let wireSeq, _, _, _): result.wire.append(wireSeq)
             case .expired(let seq): result.expired.append(seq)
             case .tooLarge(let seq, _): result.tooLarge.append(seq)
             }

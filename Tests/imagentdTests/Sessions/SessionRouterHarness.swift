@@ -131,10 +131,10 @@ extension SessionRouter {
                 default:
                     if case .success = result {
                         switch operation {
-                        case .appendOutbound(let session, let seq, let payload, let deadline):
+                        case .appendOutbound(let session, let seq, let payload, let deadline, _):
                             disk.outbound[session, default: []].append((seq, payload))
                             disk.deadlines[session, default: [:]][seq] = deadline
-                        case .appendInbound(let session, let seq, let payload): disk.inbound[session, default: []].append((seq, payload))
+                        case .appendInbound(let session, let seq, let payload, _): disk.inbound[session, default: []].append((seq, payload))
                         case .giveUpOutbound(let session, let seq): disk.outbound[session]?.removeAll { $0.seq == seq }
                         case .markAcked(let session, let seq): disk.outbound[session]?.removeAll { $0.seq <= seq }
                         default: break

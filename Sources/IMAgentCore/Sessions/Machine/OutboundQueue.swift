@@ -35,6 +35,9 @@ struct OutboundQueue {
     struct Entry {
         var seq: UInt64
         var payload: ByteBuffer
+        /// The payload's CRC-32C when known (a large payload's, from its SEND or the store's read):
+        /// its DATA frame's CRC follows from it without reading the payload again.
+        var payloadCRC: UInt32? = nil
         /// When its TTL passes (ms since the Unix epoch), or nil for never.
         var deadlineMS: Int64?
         /// When ACCEPTED went to its client, for the send→ACK latency; nil when it
@@ -58,7 +61,7 @@ struct OutboundQueue {
     /// What `transmit` did with the next message of the window.
     enum Transmission {
         /// Written on the link as DATA `wireSeq`; `resent` when a link of this process had it before.
-        case data(wireSeq: UInt64, payload: ByteBuffer, resent: Bool)
+        case data(wireSeq: UInt64, payload: ByteBuffer, payloadCRC: UInt32?, resent: Bool)
         /// Given up: its TTL passed before it reached the server.
         case expired(seq: UInt64)
         /// Given up: `bytes` exceed the server's MAX_FRAME.
@@ -160,10 +163,11 @@ struct OutboundQueue {
     // MARK: Storing SENDs
 
     /// A SEND of `client` (of `uid`) takes the next seq and is handed to the store under `token`.
-    mutating func assign(_ payload: ByteBuffer, client: UInt64, uid: UInt32, token: UInt64, deadlineMS: Int64?,
-                         budget: inout MemoryBudget) -> UInt64 {
+    mutating func assign(_ payload: ByteBuffer, payloadCRC: UInt32? = nil, client: UInt64, uid: UInt32, token: UInt64,
+                         deadlineMS: Int64?, budget: inout MemoryBudget) -> UInt64 {
         assignedSeq += 1
-        storing.append(assignedSeq, .init(payload: payload, client: client, token: token, deadlineMS: deadlineMS))
+        storing.append(assignedSeq, .init(payload: payload, payloadCRC: payloadCRC, client: client, token: token,
+                                          deadlineMS: deadlineMS))
         budget.beginStoringOut(payload.readableBytes, client: client, uid: uid, in: &self)
         return assignedSeq
     }
@@ -200,7 +204,8 @@ struct OutboundQueue {
                 && budget.fits(cost, windowBytes: memoryBytes + inboundBytes)
             storedCount += 1
             if keep {
-                window.append(Entry(seq: acceptedSeq, payload: next.payload, deadlineMS: next.deadlineMS, acceptedAt: acceptedAt))
+                window.append(Entry(seq: acceptedSeq, payload: next.payload, payloadCRC: next.payloadCRC,
+                                    deadlineMS: next.deadlineMS, acceptedAt: acceptedAt))
                 loadedThroughSeq = acceptedSeq
                 budget.keepOutbound(cost, in: &self)
             } else if let deadline = next.deadlineMS {
@@ -244,7 +249,7 @@ struct OutboundQueue {
             window[index].writeOrder = linkWrites
             transmittedCount += 1
             transmittedBytes += message.bytes
-            body(.data(wireSeq: lastTransmittedWireSeq, payload: message.payload, resent: resent))
+            body(.data(wireSeq: lastTransmittedWireSeq, payload: message.payload, payloadCRC: message.payloadCRC, resent: resent))
         }
     }
 
@@ -364,7 +369,8 @@ struct OutboundQueue {
         var added = 0
         var earliest: Int64?
         for message in messages ?? [] where message.seq > loadedThroughSeq && hasMessagesAfterWindow {
-            window.append(Entry(seq: message.seq, payload: message.payload, deadlineMS: message.expiresAtMS))
+            window.append(Entry(seq: message.seq, payload: message.payload, payloadCRC: message.payloadCRC,
+                                deadlineMS: message.expiresAtMS))
             loadedThroughSeq = message.seq
             budget.keepOutbound(Session.windowCost(message.payload), in: &self)
             added += 1

@@ -120,10 +120,13 @@ extension SessionRouter {
             let token = tokens.next()
             // TTL_MS 0 or absent: forever.
             let deadline = send.ttlMS.flatMap { $0 == 0 ? nil : now.wallMS + Int64($0) }
-            let seq = session.outbound.assign(send.payload, client: client.id, uid: client.uid, token: token, deadlineMS: deadline,
-                                              budget: &budget)
-            return [.store(.appendOutbound(session: send.session, seq: seq, payload: send.payload, expiresAtMS: deadline), tag: token,
-                           then: .accepted(client: client.id, request: request, session: send.session, seq: seq))]
+            // A large payload's CRC, computed once here, serves the store's record of it and its DATA frame.
+            let crc = bytes >= DataFrame.bodyCRCKeptFrom ? CRC32C.checksum(send.payload) : nil
+            let seq = session.outbound.assign(send.payload, payloadCRC: crc, client: client.id, uid: client.uid, token: token,
+                                              deadlineMS: deadline, budget: &budget)
+            return [.store(.appendOutbound(session: send.session, seq: seq, payload: send.payload, expiresAtMS: deadline,
+                                           payloadCRC: crc),
+                           tag: token, then: .accepted(client: client.id, request: request, session: send.session, seq: seq))]
         }!
     }
 

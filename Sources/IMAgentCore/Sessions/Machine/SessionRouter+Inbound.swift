@@ -31,7 +31,8 @@ extension SessionRouter {
             }
             let token = tokens.next()
             session.inbound.receive(data.seq, data.body, token: token, budget: &budget)
-            return [.store(.appendInbound(session: data.session, seq: data.seq, payload: data.body), tag: token,
+            // A large body's CRC, kept from the frame's check, is what the store records for it.
+            return [.store(.appendInbound(session: data.session, seq: data.seq, payload: data.body, payloadCRC: data.bodyCRC), tag: token,
                            then: .inboundStored(session: data.session, seq: data.seq))]
                 + (flow ? session.pauseIfInboxFull(limit: limits.inboxMessages) : [])
         } ?? [.send(.error(ErrorFrame(session: data.session, code: .unknownSession, message: "session is not open")))]

@@ -74,9 +74,9 @@ extension SessionRouter {
             var actions: [SessionAction] = []
             session.outbound.transmit(maxFrame: link.maxFrame, now: now, at: instant, linkWrites: &linkWrites, budget: &budget) { done in
                 switch done {
-                case .data(let wireSeq, let payload, let resent):
+                case .data(let wireSeq, let payload, let payloadCRC, let resent):
                     if resent { resentTotal += 1 }
-                    actions.append(.send(.data(DataFrame(session: id, seq: wireSeq, body: payload))))
+                    actions.append(.send(.data(DataFrame(session: id, seq: wireSeq, body: payload, bodyCRC: payloadCRC))))
                 case .expired(let seq):
                     actions.append(tokens.store(.giveUpOutbound(session: id, seq: seq),
                                                 then: .givenUp(session: id, seq: seq, code: .expired, reason: Self.expiredReason)))

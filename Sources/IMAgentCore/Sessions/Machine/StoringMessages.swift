@@ -10,6 +10,8 @@ import NIOCore
 struct StoringMessages {
     struct Entry {
         var payload: ByteBuffer
+        /// The payload's CRC-32C when it was computed on its way in (a large payload).
+        var payloadCRC: UInt32? = nil
         /// The client whose SEND it is (0 for inbound DATA), for the memory budget's account.
         var client: UInt64 = 0
         /// The store request's token: a completion for an entry given up meanwhile is recognised by it.

@@ -31,6 +31,15 @@ struct MQTTUpstreamTests {
         }
     }
 
+    /// Large payloads leave as PUBLISH heads followed by the payload's own buffer: mosquitto and
+    /// the echo backend hand each back byte for byte.
+    @Test func largePayloads_echoByteExactThroughMosquitto() async throws {
+        try await withMQTTDaemon { daemon, _, _ in
+            _ = try await daemon.waitForLink("connected")
+            try await expectLargeEchoesByteExact(socketPath: daemon.socketPath)
+        }
+    }
+
     /// A message the broker's Maximum Packet Size can never let through fails alone at once
     /// (EXPIRED, PAYLOAD_TOO_LARGE); the link and the messages around it go on.
     @Test func aMessageAboveTheBrokersMaximumPacketSize_failsAlone() async throws {

@@ -26,6 +26,15 @@ struct RealDaemonTests {
         }
     }
 
+    /// Payloads around and above the size from which they leave as buffers of their own, with
+    /// their CRC computed once, come back from the reference server's echo byte for byte.
+    @Test func largePayloads_echoByteExact() async throws {
+        try await withRealDaemon { daemon in
+            _ = try await daemon.waitForLink("connected")
+            try await expectLargeEchoesByteExact(socketPath: daemon.socketPath)
+        }
+    }
+
     @Test func daemonConnects_andAnswersStatusPingAndMetrics() async throws {
         try await withRealDaemon { daemon in
             let status = try await daemon.waitForLink("connected")

@@ -11,16 +11,16 @@ import Testing
         let id = router.newSession()
         _ = router.establish()
         for n in 1...3 { #expect(router.send(id, "m\(n)").dataSeqs.count == 1) }
-        #expect(router.resentTotal == 0)
+        #expect(router.totals.resent == 0)
         _ = router.completing(router.received(.ack(Ack(session: id, seq: 1))))
         _ = router.linkLost()
         let again = router.establish(lastAcked: { _ in 1 })
         #expect(again.dataSeqs == [2, 3])
-        #expect(router.resentTotal == 2)
+        #expect(router.totals.resent == 2)
         // A message first written on the new link is no resend.
         #expect(router.send(id, "m4").dataSeqs == [4])
-        #expect(router.resentTotal == 2)
-        #expect(router.acceptedTotal == 4)
+        #expect(router.totals.resent == 2)
+        #expect(router.totals.accepted == 4)
     }
 
     @Test func messagesHandedToAClientAgainAfterReattach_countAsRedelivered() {
@@ -29,16 +29,16 @@ import Testing
         let id = router.newSession()
         _ = router.establish()
         for seq in 1...4 { _ = router.data(id, UInt64(seq), disk: disk) }
-        #expect(router.redeliveredTotal == 0)
+        #expect(router.totals.redelivered == 0)
         _ = router.clientAck(alice, request: 0, session: id, seq: 2)
         _ = router.clientDisconnected(alice.id)
         _ = router.data(id, 5, disk: disk)
         let attached = router.completing(router.clientOpen(aliceAgain, request: 1, .init(session: id)), disk: disk)
         #expect(attached.delivered == [3, 4, 5])
-        #expect(router.redeliveredTotal == 2)  // 3 and 4 again; 5 is new
-        #expect(router.receivedTotal == 5)
+        #expect(router.totals.redelivered == 2)  // 3 and 4 again; 5 is new
+        #expect(router.totals.received == 5)
         _ = router.data(id, 4, disk: disk)  // a duplicate from the server is no new message
-        #expect(router.receivedTotal == 5)
+        #expect(router.totals.received == 5)
     }
 
     @Test func sendAckLatency_runsFromAcceptedToTheServersAck_onceForEachMessage() {

@@ -39,7 +39,7 @@ import Testing
         #expect(failed.first?.message?.contains("quarantined: the link was lost 3 times just after seq 1") == true,
                 "\(String(describing: failed.first?.message))")
         #expect(third.contains { if case .log(.warning, let text) = $0 { text.contains("session \(poison) of uid 1000 quarantined") } else { false } })
-        #expect(router.quarantinedTotal == 1)
+        #expect(router.totals.quarantined == 1)
 
         // Nothing more of it goes upstream; SEND says why; the other session goes on.
         let send = router.clientSend(alice, request: 9, .init(session: poison, payload: bytes("more")))

@@ -457,7 +457,7 @@ import Testing
         #expect(failed.sessionStates == [.failed])
         #expect(failed.events.contains { if case .sessionState(let s) = $0 { s.code == .upstreamRejected } else { false } })
         #expect(router.clientSend(alice, request: 1, .init(session: refused, payload: bytes("x"))).errors == [.upstreamRejected])
-        #expect(router.refusedTotal == 1 && router.quarantinedTotal == 0)
+        #expect(router.totals.refused == 1 && router.totals.quarantined == 0)
         #expect(router.completing(router.received(.openOK(OpenOK(session: fine, lastAcked: 0)))).sessionStates == [.open])
         _ = router.linkLost()
         #expect(router.linkEstablished(flow: true).opens.map(\.session) == [fine])

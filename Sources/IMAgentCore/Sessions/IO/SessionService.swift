@@ -36,10 +36,10 @@ final class SessionService: LinkSessionDelegate {
     var onAcknowledged: ((Duration) -> Void)?
     /// SENDs accepted, inbound messages stored, DATA written again after a reconnect, and
     /// MESSAGEs handed to a client again, for METRICS.
-    var acceptedTotal: Int { router.acceptedTotal }
-    var receivedTotal: Int { router.receivedTotal }
-    var resentTotal: Int { router.resentTotal }
-    var redeliveredTotal: Int { router.redeliveredTotal }
+    var acceptedTotal: Int { router.totals.accepted }
+    var receivedTotal: Int { router.totals.received }
+    var resentTotal: Int { router.totals.resent }
+    var redeliveredTotal: Int { router.totals.redelivered }
     /// The last of them, with its time (ms since the Unix epoch), for STATUS.
     private(set) var lastStoreFailure: (text: String, atMS: Int64)?
     /// The daemon is dropping the link itself (its store failed, the server broke the session
@@ -181,8 +181,8 @@ final class SessionService: LinkSessionDelegate {
         }
         json.endArray()
         guard owner == nil else { return }
-        json.field("refused_total", router.refusedTotal)
-        json.field("quarantined_total", router.quarantinedTotal)
+        json.field("refused_total", router.totals.refused)
+        json.field("quarantined_total", router.totals.quarantined)
     }
 
     /// Payload bytes queued outbound, and payload bytes held in memory (the windows).

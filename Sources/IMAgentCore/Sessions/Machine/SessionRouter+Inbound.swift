@@ -51,7 +51,7 @@ extension SessionRouter {
                 // Our disk's failure, not the server's: no ERROR upstream, the link backs off and resumes.
                 return [.storeFailed(reason: "session \(id): inbound seq \(seq) not stored: \(error)")]
             case .success:
-                receivedTotal += session.inbound.stored(seq, reads: session.attachedClient != nil,
+                totals.received += session.inbound.stored(seq, reads: session.attachedClient != nil,
                                                         outboundBytes: session.outbound.memoryBytes, budget: &budget)
                 var actions: [SessionAction] = []
                 acksDue.insert(id)
@@ -78,7 +78,7 @@ extension SessionRouter {
         return table.modify(id) { session in
             let (batch, redelivered) = session.inbound.handOver(limit: limits.deliveryBatch, maxBytes: limits.deliveryBatchBytes,
                                                                 budget: &budget)
-            redeliveredTotal += redelivered
+            totals.redelivered += redelivered
             let actions: [SessionAction] = batch.isEmpty ? [] : [.deliver(client: client, session: id, batch)]
             return actions + session.refillInbound(reading: true, budget: &budget, tokens: &tokens, limits: limits)
         }!

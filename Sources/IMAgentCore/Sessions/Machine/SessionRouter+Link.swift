@@ -49,7 +49,7 @@ extension SessionRouter {
             }
         }
         guard let culprit = PoisonWatch.culprit(reached), let owner = table[culprit.session]?.owner else { return actions }
-        quarantinedTotal += 1
+        totals.quarantined += 1
         let reason = "quarantined: the link was lost \(PoisonWatch.quarantineAfter) times just after seq \(culprit.seq) "
             + "of this session went to the server, which never acknowledged it; nothing more of the session is sent upstream: "
             + "close it, or restart imagentd to try it again"

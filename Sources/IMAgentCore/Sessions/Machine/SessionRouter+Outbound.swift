@@ -37,7 +37,7 @@ extension SessionRouter {
             let (accepted, earliest) = session.outbound.stored(seq, acceptedAt: instant, mayKeep: !session.isFailed,
                                                                inboundBytes: session.inbound.memoryBytes,
                                                                budget: &budget)
-            acceptedTotal += accepted
+            totals.accepted += accepted
             return earliest
         }!
         var actions: [SessionAction] = []
@@ -75,7 +75,7 @@ extension SessionRouter {
             session.outbound.transmit(maxFrame: link.maxFrame, now: now, at: instant, linkWrites: &linkWrites, budget: &budget) { done in
                 switch done {
                 case .data(let wireSeq, let payload, let payloadCRC, let resent):
-                    if resent { resentTotal += 1 }
+                    if resent { totals.resent += 1 }
                     actions.append(.send(.data(DataFrame(session: id, seq: wireSeq, body: payload, bodyCRC: payloadCRC))))
                 case .expired(let seq):
                     actions.append(tokens.store(.giveUpOutbound(session: id, seq: seq),
@@ -182,7 +182,7 @@ extension SessionRouter {
             return actions
         }
         // FORBIDDEN or anything else: this session only fails; the link and the others go on.
-        refusedTotal += 1
+        totals.refused += 1
         return [.log(.warning, "server refused session \(fail.session) (\(fail.code)): \(text)")]
             + failSession(fail.session, code: fail.code.rawValue, reason: "the server refused the session (\(fail.code)): \(text)")
     }

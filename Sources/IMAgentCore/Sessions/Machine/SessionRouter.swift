@@ -95,16 +95,8 @@ struct SessionRouter<Random: RandomNumberGenerator> {
     var budget: MemoryBudget
     /// The time of the event being handled: each event of `SessionRouter+Events.swift` brings it.
     var now: SessionTime
-    /// For the metrics: SENDs accepted (stored), inbound messages stored (duplicates not),
-    /// DATA written again on a later link, MESSAGEs handed to a client again.
-    var acceptedTotal = 0
-    var receivedTotal = 0
-    var resentTotal = 0
-    var redeliveredTotal = 0
-    /// Sessions the server refused (OPEN_FAIL, a broker's PUBACK refusal) and sessions quarantined
-    /// (`PoisonWatch`) in this process, for STATUS.
-    var refusedTotal = 0
-    var quarantinedTotal = 0
+    /// What happened since the daemon started, for METRICS and STATUS.
+    var totals = SessionTotals()
     /// DATA frames written on links so far: each one's place, for `PoisonWatch.culprit`.
     var linkWrites: UInt64 = 0
     var limits: SessionLimits {

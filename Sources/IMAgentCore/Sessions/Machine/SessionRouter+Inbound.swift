@@ -40,8 +40,9 @@ extension SessionRouter {
 
     mutating func inboundStored(session id: UInt64, seq: UInt64, token: UInt64,
                                 _ result: Result<Void, SessionPersistenceError>) -> [SessionAction] {
-        let givenUp: [SessionAction] = [.log(.debug, "session \(id): inbound seq \(seq) completed after it was given up")]
-        guard table[id]?.inbound.storingToken(seq) == token else { return givenUp }
+        guard table[id]?.inbound.storingToken(seq) == token else {
+            return [.log(.debug, "session \(id): inbound seq \(seq) completed after it was given up")]
+        }
         let flow = link?.flow == true
         var actions = table.modify(id) { session -> [SessionAction] in
             switch result {

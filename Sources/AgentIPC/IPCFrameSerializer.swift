@@ -4,39 +4,23 @@ import NIOCore
 extension IPCFrame {
     /// Appends the whole frame — length, op, request and records — to `buffer`.
     public func encode(into buffer: inout ByteBuffer) {
-        let start = buffer.writerIndex
-        buffer.writeBigEndian(count: IPCFrameHeader.size) { header in
-            header.put(UInt32(0))  // the length, set below
-            header.put(message.op.rawValue)
-            header.put(request)
-        }
-        message.writeRecords(into: &buffer)
-        let length = buffer.writerIndex - start - IPCFrameHeader.lengthFieldSize
-        buffer.setInteger(UInt32(length), at: start)
+        _ = encode(into: &buffer, leavingPayloadFrom: .max)  // no payload is that large: all written
     }
 
     /// Appends the frame, except a MESSAGE payload of `threshold` bytes or more, which it
     /// returns for the caller to write right after as a buffer of its own: a gathering write
     /// that does not copy a large payload. The payload is MESSAGE's last record.
     public func encode(into buffer: inout ByteBuffer, leavingPayloadFrom threshold: Int) -> ByteBuffer? {
-        guard case .message(let m) = message, m.payload.readableBytes >= threshold else {
-            encode(into: &buffer)
-            return nil
-        }
         let start = buffer.writerIndex
         buffer.writeBigEndian(count: IPCFrameHeader.size) { header in
             header.put(UInt32(0))  // the length, set below
             header.put(message.op.rawValue)
             header.put(request)
         }
-        buffer.writeExtensions(m.extensions)
-        buffer.writeRecord(.session, m.session)
-        buffer.writeRecord(.seq, m.seq)
-        buffer.writeInteger(IPCTag.payload.rawValue)
-        buffer.writeInteger(UInt32(m.payload.readableBytes))
-        let length = buffer.writerIndex - start - IPCFrameHeader.lengthFieldSize + m.payload.readableBytes
+        let payload = message.writeRecords(into: &buffer, leavingPayloadFrom: threshold)
+        let length = buffer.writerIndex - start - IPCFrameHeader.lengthFieldSize + (payload?.readableBytes ?? 0)
         buffer.setInteger(UInt32(length), at: start)
-        return m.payload
+        return payload
     }
 
     /// The frame as a new buffer.
@@ -49,8 +33,9 @@ extension IPCFrame {
 
 extension IPCMessage {
     /// Extensions first, then the known records in the order of `op.recordTags`;
-    /// absent optionals write nothing.
-    fileprivate func writeRecords(into buffer: inout ByteBuffer) {
+    /// absent optionals write nothing. A MESSAGE payload of `threshold` bytes or more is
+    /// returned instead of written, after its record's tag and length.
+    fileprivate func writeRecords(into buffer: inout ByteBuffer, leavingPayloadFrom threshold: Int) -> ByteBuffer? {
         switch self {
         case .hello(let m):
             buffer.writeExtensions(m.extensions)
@@ -101,7 +86,14 @@ extension IPCMessage {
             buffer.writeExtensions(m.extensions)
             buffer.writeRecord(.session, m.session)
             buffer.writeRecord(.seq, m.seq)
-            buffer.writeRecord(.payload, m.payload)
+            guard m.payload.readableBytes >= threshold else {
+                buffer.writeRecord(.payload, m.payload)
+                return nil
+            }
+            // The record's tag and length; its value is the payload the caller writes next.
+            buffer.writeInteger(IPCTag.payload.rawValue)
+            buffer.writeInteger(UInt32(m.payload.readableBytes))
+            return m.payload
         case .expired(let m):
             buffer.writeExtensions(m.extensions)
             buffer.writeRecord(.session, m.session)
@@ -118,6 +110,7 @@ extension IPCMessage {
             buffer.writeExtensions(m.extensions)
             buffer.writeRecord(.linkState, m.state.rawValue)
         }
+        return nil
     }
 }
 

@@ -121,8 +121,7 @@ final class IPCClientConnection {
         if let payload {
             // A large MESSAGE payload follows its frame's head as the buffer it is (the window
             // holds it until the client's ACK anyway): one more iovec, no copy.
-            handOver()
-            if channel.isActive { channel.write(payload, promise: nil) }
+            if handOver() { channel.write(payload, promise: nil) }
         } else if outgoing!.readableBytes >= Self.handOverBytes {
             handOver()
         }

@@ -54,9 +54,7 @@ public enum Packet: Hashable, Sendable {
     /// the standard or the whole packet would exceed `maxPacketSize` (the
     /// peer's Maximum Packet Size, §3.1.2.11.4 and §3.2.2.3.6).
     public func encode(into buffer: inout ByteBuffer, maxPacketSize: Int = Packet.largestSize) throws(MQTT5Error) {
-        if let payload = try encode(into: &buffer, maxPacketSize: maxPacketSize, leavingPayloadFrom: .max) {
-            buffer.writeImmutableBuffer(payload)
-        }
+        _ = try encode(into: &buffer, maxPacketSize: maxPacketSize, leavingPayloadFrom: .max)  // no payload is that large: all written
     }
 
     /// Appends the packet, except a PUBLISH payload of `threshold` bytes or more, which it

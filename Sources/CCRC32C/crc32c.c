@@ -40,8 +40,9 @@ static uint32_t software(uint32_t crc, const uint8_t *p, size_t n) {
     return crc;
 }
 
-// Multiplication modulo the CRC polynomial (bit-reflected), used to shift a
-// stream's CRC past the bytes that the later streams covered.
+// Multiplication modulo the CRC polynomial (bit-reflected: x^k is bit 31 - k), used to
+// shift a CRC past bytes covered by another: the three-way loop's earlier streams, and a
+// frame header's CRC past the body whose CRC is known (`imagent_crc32c_shift`).
 static uint32_t gf2_multiply(uint32_t a, uint32_t b) {
     uint32_t product = 0;
     for (int i = 0; i < 32; i++) {
@@ -50,19 +51,6 @@ static uint32_t gf2_multiply(uint32_t a, uint32_t b) {
         a = (a & 1) ? (a >> 1) ^ POLY : a >> 1;
     }
     return product;
-}
-
-// x^(8*bytes) mod P, reflected: the operator that appends `bytes` zero bytes.
-static uint32_t shift_operator(size_t bytes) {
-    uint32_t result = 0x80000000u; // x^0
-    uint32_t square = 0x40000000u; // x^1
-    size_t bits = bytes * 8;
-    while (bits) {
-        if (bits & 1) result = gf2_multiply(result, square);
-        square = gf2_multiply(square, square);
-        bits >>= 1;
-    }
-    return result;
 }
 
 // x^(8 * 2^k) mod P for each bit k of a length: `imagent_crc32c_shift` multiplies by the
@@ -104,12 +92,12 @@ static uint32_t hardware(uint32_t crc, const uint8_t *p, size_t n) {
 __attribute__((constructor))
 static void crc32c_init(void) {
     build_tables();
-    power_of_two_shifts[0] = shift_operator(1);
+    power_of_two_shifts[0] = 0x80000000u >> 8; // x^8: one byte
     for (int k = 1; k < 64; k++) power_of_two_shifts[k] = gf2_multiply(power_of_two_shifts[k - 1], power_of_two_shifts[k - 1]);
 #if defined(__x86_64__)
     __builtin_cpu_init();
     have_sse42 = __builtin_cpu_supports("sse4.2");
-    block_shift = shift_operator(BLOCK);
+    block_shift = imagent_crc32c_shift(0x80000000u, BLOCK); // x^0 shifted past a block
 #endif
 }
 

@@ -562,12 +562,12 @@ final class OperationApplier {
         }
     }
 
-    /// The payload of a row read with `payloadColumns` starting at `column`: inline, or from its segment.
     /// The CRC-32C of the payload at `column` when it lives in a segment (`payload(_:at:)` checked it).
     private static func segmentCRC(_ statement: SQLiteStatement, at column: Int32) -> UInt32? {
         statement.isNull(at: column + 1) ? nil : UInt32(truncatingIfNeeded: statement.integer(at: column + 4))
     }
 
+    /// The payload of a row read with `payloadColumns` starting at `column`: inline, or from its segment.
     private func payload(_ statement: SQLiteStatement, at column: Int32) throws(StoreError) -> ByteBuffer {
         guard statement.isNull(at: column + 1) else {
             return try segments.read(SegmentReference(segment: statement.integer(at: column + 1),

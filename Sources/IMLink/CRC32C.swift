@@ -32,6 +32,7 @@ public struct CRC32C: Sendable, Equatable {
         return crc.value
     }
 
+    /// The CRC of `buffer`'s readable bytes.
     public static func checksum(_ buffer: ByteBuffer) -> UInt32 {
         var crc = CRC32C()
         crc.update(buffer)

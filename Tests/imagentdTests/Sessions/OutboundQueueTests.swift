@@ -7,7 +7,7 @@ import Testing
 /// `OutboundQueue` on its own, driven through sequences of events with the budget and the
 /// tokens passed in; after every step its invariant must hold (`OutboundQueue.audit`).
 @Suite struct OutboundQueueTests {
-    let t0 = ContinuousClock.now
+    let t0 = MonotonicInstant.now
     let nowMS: Int64 = 1_700_000_000_000
 
     func payload(_ bytes: Int) -> ByteBuffer { ByteBuffer(repeating: 7, count: bytes) }

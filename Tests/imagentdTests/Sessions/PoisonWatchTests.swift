@@ -3,7 +3,7 @@ import Testing
 @testable import IMAgentCore
 
 @Suite struct PoisonWatchTests {
-    let written = ContinuousClock.now
+    let written = MonotonicInstant.now
 
     /// The watch after a loss of the link `after` the message `seq` was written, and whether it reached the count.
     private func lost(_ watch: inout PoisonWatch, _ seq: UInt64, after: Duration = .zero) -> Bool {

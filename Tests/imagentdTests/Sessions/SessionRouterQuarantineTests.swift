@@ -14,7 +14,7 @@ import Testing
         for _ in 0..<times {
             all += router.establish(lastAcked: lastAcked)
             var later = router.now
-            later.instant += delay
+            later.instant = later.instant + delay
             all += router.linkLost(byServer: byServer, now: later)
         }
         return all

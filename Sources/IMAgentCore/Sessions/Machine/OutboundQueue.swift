@@ -42,10 +42,10 @@ struct OutboundQueue {
         var deadlineMS: Int64?
         /// When ACCEPTED went to its client, for the send→ACK latency; nil when it
         /// was read back from the store (after a restart, or queued past the window).
-        var acceptedAt: ContinuousClock.Instant? = nil
+        var acceptedAt: MonotonicInstant? = nil
         /// When it was last written on a link, and its place among every DATA written
         /// (`PoisonWatch`); nil until it is.
-        var writtenAt: ContinuousClock.Instant? = nil
+        var writtenAt: MonotonicInstant? = nil
         var writeOrder: UInt64 = 0
         var bytes: Int { payload.readableBytes }
     }
@@ -188,7 +188,7 @@ struct OutboundQueue {
     /// reads or gives up after the window, `mayKeep`, and the budget has room beside
     /// `inboundBytes` (the session's inbound share); otherwise it is read back from the store
     /// when its turn comes. Returns how many were accepted and the earliest TTL among them.
-    mutating func stored(_ seq: UInt64, acceptedAt: ContinuousClock.Instant, mayKeep: Bool, inboundBytes: Int,
+    mutating func stored(_ seq: UInt64, acceptedAt: MonotonicInstant, mayKeep: Bool, inboundBytes: Int,
                          budget: inout MemoryBudget) -> (accepted: Int, earliestDeadline: Int64?) {
         storing.markStored(seq)
         var accepted = 0
@@ -223,7 +223,7 @@ struct OutboundQueue {
     /// large for `maxFrame`, is given up instead: it was never on this link, and OPEN_OK said
     /// the server lacks it; the rest waits until the store has recorded that (`giveUpStored`).
     /// `linkWrites` counts every DATA written, for `PoisonWatch`.
-    mutating func transmit(maxFrame: UInt32, now: Int64, at instant: ContinuousClock.Instant, linkWrites: inout UInt64,
+    mutating func transmit(maxFrame: UInt32, now: Int64, at instant: MonotonicInstant, linkWrites: inout UInt64,
                            budget: inout MemoryBudget, _ body: (Transmission) -> Void) {
         while givingUp == 0, transmittedCount < window.count {
             if let sendWindow, transmittedCount >= Int(sendWindow) { break }
@@ -258,7 +258,7 @@ struct OutboundQueue {
     /// Calls `acknowledged` with the ACCEPTED time of each message that has one. Returns the
     /// new `serverAckedSeq`, or nil when nothing was covered.
     mutating func acknowledge(throughWire wireSeq: UInt64, beyondWindow span: OutboundSpan?, budget: inout MemoryBudget,
-                              _ acknowledged: (ContinuousClock.Instant) -> Void) -> UInt64? {
+                              _ acknowledged: (MonotonicInstant) -> Void) -> UInt64? {
         guard wireSeq > wireAckedSeq else { return nil }
         let count = Int(min(wireSeq - wireAckedSeq, UInt64(window.count)))
         var seq = serverAckedSeq

@@ -34,7 +34,7 @@ struct PoisonWatch: Hashable, Sendable {
 
     /// The link was lost at `lostAt`, and the session's oldest unacknowledged message, `seq`, was
     /// written on it at `writtenAt`. Returns whether the session has now reached the count.
-    mutating func linkLost(oldestUnacked seq: UInt64, writtenAt: ContinuousClock.Instant, lostAt: ContinuousClock.Instant) -> Bool {
+    mutating func linkLost(oldestUnacked seq: UInt64, writtenAt: MonotonicInstant, lostAt: MonotonicInstant) -> Bool {
         // Long after the message went, the loss says nothing about it, either way.
         guard lostAt - writtenAt <= Self.window else { return false }
         if seq != self.seq {

@@ -4,9 +4,9 @@ struct SessionTime: Hashable, Sendable {
     /// their messages, so they survive a restart.
     var wallMS: Int64
     /// Monotonic time, for durations (the send → ACK latency).
-    var instant: ContinuousClock.Instant
+    var instant: MonotonicInstant
 
-    init(wallMS: Int64, instant: ContinuousClock.Instant) {
+    init(wallMS: Int64, instant: MonotonicInstant) {
         self.wallMS = wallMS
         self.instant = instant
     }

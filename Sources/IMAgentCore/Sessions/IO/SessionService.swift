@@ -240,7 +240,8 @@ final class SessionService: LinkSessionDelegate {
         }
         draining = true
         defer { draining = false }
-        for action in actions { perform(action) }
+        // By index: each action is borrowed from the array, not copied out of it.
+        for index in actions.indices { perform(actions[index]) }
         while let action = pending.popFirst() { perform(action) }
     }
 

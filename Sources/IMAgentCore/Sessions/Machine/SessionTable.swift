@@ -34,21 +34,27 @@ struct SessionTable {
 
     /// Changes session `id` in place, if it exists, and brings the indexes up to date.
     ///
-    /// The session leaves the dictionary while `body` runs: changing a copy while the
-    /// dictionary still held the original would copy its queues on the first write (copy on
-    /// write), on the message path several times per message. So `body` must not look the
-    /// same session up in the table.
+    /// `body` changes the dictionary's own value (through `Values`' in-place accessor): a
+    /// copy changed while the dictionary still held the original would copy its queues on
+    /// the first write (copy on write), on the message path several times per message. The
+    /// key is hashed once.
     @discardableResult
     mutating func modify<Result>(_ id: UInt64, _ body: (inout Session) throws -> Result) rethrows -> Result? {
-        guard var session = sessions.removeValue(forKey: id) else { return nil }
-        let attached = session.attachedClient
-        let bytes = session.outboxTotalBytes
+        guard let index = sessions.index(forKey: id) else { return nil }
+        let before = Self.indexed(&sessions.values[index])
         defer {
-            reindex(id, owner: session.owner, attached: attached, now: session.attachedClient,
-                    bytesBefore: bytes, bytesNow: session.outboxTotalBytes)
-            sessions[id] = session
+            let after = Self.indexed(&sessions.values[index])
+            reindex(id, owner: before.owner, attached: before.attached, now: after.attached,
+                    bytesBefore: before.bytes, bytesNow: after.bytes)
         }
-        return try body(&session)
+        return try body(&sessions.values[index])
+    }
+
+    /// What the indexes keep of a session. The session is reached in place (`inout`), not
+    /// copied: a copy costs a retain of every buffer it holds, and kept across `body` it would
+    /// share the queues' storage and make `body`'s writes copy it.
+    private static func indexed(_ session: inout Session) -> (owner: UInt32, attached: UInt64?, bytes: Int) {
+        (session.owner, session.attachedClient, session.outboxTotalBytes)
     }
 
     private mutating func reindex(_ id: UInt64, owner: UInt32, attached before: UInt64?, now: UInt64?,

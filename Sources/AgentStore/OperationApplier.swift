@@ -355,7 +355,7 @@ final class OperationApplier {
         defer { insertOutbox.reset() }
         try insertOutbox.bind(Int64(bitPattern: session), at: 1)
         try insertOutbox.bind(Int64(bitPattern: seq), at: 2)
-        if let expiresAtMS { try insertOutbox.bind(expiresAtMS, at: 4) } else { try insertOutbox.bindNull(at: 4) }
+        if let expiresAtMS { try insertOutbox.bind(expiresAtMS, at: 4) }
         try bindPayload(payload, crc: payloadCRC, to: insertOutbox, at: 3, reference: 5)
         try insertOutbox.step()
         var changed = current
@@ -588,8 +588,8 @@ final class OperationApplier {
     private func bindPayload(_ payload: ByteBuffer, crc: UInt32?, to statement: SQLiteStatement, at column: Int32,
                              reference: Int32) throws {
         guard payload.readableBytes >= largePayloadBytes else {
+            // The segment columns stay NULL: every statement starts with its parameters cleared (`reset`).
             try payload.withUnsafeReadableBytes { (bytes) throws(SQLiteError) in try statement.bind(bytes: bytes, at: column) }
-            for index in reference..<reference + 4 { try statement.bindNull(at: index) }
             return
         }
         let stored = try payload.withUnsafeReadableBytes { (bytes) throws(StoreError) in

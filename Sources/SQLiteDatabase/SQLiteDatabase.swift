@@ -3,8 +3,9 @@ import CSQLite
 /// One open SQLite database connection.
 ///
 /// Not `Sendable`: a connection is used by one owner at a time (one thread, or
-/// behind the owner's lock). SQLite is opened with `SQLITE_OPEN_FULLMUTEX`
-/// anyway, so a mistake costs a wait, not a corruption.
+/// behind the owner's lock). So SQLite is opened with `SQLITE_OPEN_NOMUTEX` and
+/// without memory statistics: on the message path its own mutexes would be taken
+/// a dozen times per message, for nothing.
 public final class SQLiteDatabase {
     /// The raw handle, for the few calls this wrapper does not cover.
     public let handle: OpaquePointer
@@ -40,10 +41,16 @@ public final class SQLiteDatabase {
         self.path = path
     }
 
-    /// A serialized connection to `path`, with extended result codes and the busy timeout set.
+    /// SQLite's process-wide settings, made once before its first connection.
+    private static let configured: Void = {
+        _ = imagent_sqlite3_disable_memory_statistics()
+    }()
+
+    /// A connection to `path` for one owner at a time, with extended result codes and the busy timeout set.
     private static func open(_ path: String, flags: Int32, busyTimeoutMS: Int32, context: String) throws(SQLiteError) -> OpaquePointer {
+        Self.configured
         var raw: OpaquePointer?
-        let result = sqlite3_open_v2(path, &raw, flags | SQLITE_OPEN_FULLMUTEX, nil)
+        let result = sqlite3_open_v2(path, &raw, flags | SQLITE_OPEN_NOMUTEX, nil)
         guard result == SQLITE_OK, let raw else {
             let error = SQLiteError.from(code: result, handle: raw, context: context)
             sqlite3_close_v2(raw)

@@ -23,7 +23,7 @@ struct PoisonWatch: Hashable, Sendable {
     struct Suspect: Hashable, Sendable {
         var session: UInt64
         var seq: UInt64
-        /// The message's place among every DATA written on links (`SessionRouter.linkWrites`).
+        /// The message's place among every DATA written on links (`SessionTotals.dataWritten`).
         var writeOrder: UInt64
     }
 

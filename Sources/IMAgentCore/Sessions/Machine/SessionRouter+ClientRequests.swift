@@ -47,7 +47,7 @@ extension SessionRouter {
         }!
         actions.append(.watch(change))
         guard let opened else {
-            attachesAwaitingStores[id, default: []].append((client.id, request))
+            holds.awaitStores(id, (client.id, request))
             return actions
         }
         actions.append(.reply(client: client.id, request: request, .opened(opened)))
@@ -160,12 +160,8 @@ extension SessionRouter {
 
     /// A client's connection is gone: its sessions live on, detached.
     mutating func disconnectClient(_ clientID: UInt64) -> [SessionAction] {
-        blockedClients.remove(clientID)
+        holds.forget(client: clientID)
         budget.forgetClient(clientID)
-        for (id, waiting) in attachesAwaitingStores {
-            let kept = waiting.filter { $0.client != clientID }
-            attachesAwaitingStores[id] = kept.isEmpty ? nil : kept
-        }
         var actions: [SessionAction] = []
         for id in table.byPriority(table.byClient[clientID] ?? []) {
             actions += table.modify(id) { session in
@@ -182,11 +178,8 @@ extension SessionRouter {
     /// Whether a client's channel accepts more: blocked clients get no
     /// MESSAGE; a writable one gets the next batch of each of its sessions.
     mutating func setWritable(_ clientID: UInt64, writable: Bool) -> [SessionAction] {
-        guard writable else {
-            blockedClients.insert(clientID)
-            return []
-        }
-        blockedClients.remove(clientID)
+        holds.setWritable(clientID, writable)
+        guard writable else { return [] }
         var actions: [SessionAction] = []
         for id in table.byPriority(table.byClient[clientID] ?? []) {
             actions += deliver(id)
@@ -199,7 +192,7 @@ extension SessionRouter {
     /// on their own batches, or all together when a blocked channel drains.
     mutating func deliverNextBatch(session id: UInt64, client clientID: UInt64, writable: Bool) -> [SessionAction] {
         guard writable else {
-            blockedClients.insert(clientID)
+            holds.setWritable(clientID, false)
             return []
         }
         return deliver(id)

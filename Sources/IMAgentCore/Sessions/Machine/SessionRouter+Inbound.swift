@@ -55,11 +55,7 @@ extension SessionRouter {
                 totals.received += session.inbound.stored(seq, reads: session.attachedClient != nil,
                                                         outboundBytes: session.outbound.memoryBytes, budget: &budget)
                 var actions: [SessionAction] = []
-                acksDue.insert(id)
-                if !ackFlushScheduled {
-                    ackFlushScheduled = true
-                    actions.append(.scheduleAckFlush)
-                }
+                if owed.ack(id) { actions.append(.scheduleAckFlush) }
                 actions += session.dropUnattended(flow: flow, budget: &budget, tokens: &tokens)
                 if flow { actions += session.pauseIfInboxFull(limit: limits.inboxMessages) }
                 return actions
@@ -75,7 +71,7 @@ extension SessionRouter {
     mutating func deliver(_ id: UInt64) -> [SessionAction] {
         // Looked at through a projection: a copy of the session kept alive across `modify` would make it copy the inbox.
         guard let (attached, behind) = table[id].map({ ($0.attachedClient, $0.inbound.hasUndelivered) }),
-              let client = attached, behind, !blockedClients.contains(client), attachesAwaitingStores[id] == nil else { return [] }
+              let client = attached, behind, holds.mayDeliver(id, to: client) else { return [] }
         return table.modify(id) { session in
             let (batch, redelivered) = session.inbound.handOver(limit: limits.deliveryBatch, maxBytes: limits.deliveryBatchBytes,
                                                                 budget: &budget)
@@ -98,6 +94,6 @@ extension SessionRouter {
     /// no attach waiting for SENDs being stored (its OPENED comes first).
     func isReading(_ session: Session) -> Bool {
         guard let client = session.attachedClient else { return false }
-        return !blockedClients.contains(client) && attachesAwaitingStores[session.id] == nil
+        return holds.mayDeliver(session.id, to: client)
     }
 }

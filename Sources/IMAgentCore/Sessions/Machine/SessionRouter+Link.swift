@@ -10,8 +10,7 @@ extension SessionRouter {
                                   serverKeepsAcknowledged: Bool = true) -> [SessionAction] {
         link = LinkInfo(flow: flow, maxFrame: maxFrame, serverKeepsAcknowledged: serverKeepsAcknowledged)
         var actions: [SessionAction] = []
-        for id in closeUpstream.sorted() { actions.append(.send(.close(Close(session: id)))) }
-        closeUpstream.removeAll()
+        for id in owed.takeCloses() { actions.append(.send(.close(Close(session: id)))) }
         for id in table.idsByPriority {
             table.modify(id) { session in
                 guard !session.isFailed else { return }
@@ -102,9 +101,7 @@ extension SessionRouter {
 
     /// Sends the ACKs due since `scheduleAckFlush`: one per session, the highest stored seq.
     mutating func sendDueAcks() -> [SessionAction] {
-        ackFlushScheduled = false
-        let due = acksDue
-        acksDue.removeAll(keepingCapacity: true)
+        let due = owed.takeAcks()
         guard link != nil else { return [] }
         var actions: [SessionAction] = []
         // Not a sort of every session per flush: only those with something to acknowledge.

@@ -53,11 +53,11 @@ extension SessionRouter {
     /// The OPENEDs that waited for the session's SENDs in flight, once none is left.
     mutating func releaseAttaches(_ id: UInt64) -> [SessionAction] {
         // Looked up first: on the message path there is nothing waiting, and no session to copy.
-        guard attachesAwaitingStores[id] != nil,
+        guard holds.hasAttaches(id),
               let (attached, opened, storing) = table[id].map({ ($0.attachedClient, $0.opened, $0.outbound.isStoring) }),
-              !storing, let waiting = attachesAwaitingStores.removeValue(forKey: id) else { return [] }
+              !storing else { return [] }
         var actions: [SessionAction] = []
-        for waiter in waiting where attached == waiter.client {
+        for waiter in holds.takeAttaches(id) where attached == waiter.client {
             actions.append(.reply(client: waiter.client, request: waiter.request, .opened(opened)))
         }
         return actions + deliver(id)
@@ -72,7 +72,7 @@ extension SessionRouter {
         let now = now.wallMS
         return table.modify(id) { session in
             var actions: [SessionAction] = []
-            session.outbound.transmit(maxFrame: link.maxFrame, now: now, at: instant, linkWrites: &linkWrites, budget: &budget) { done in
+            session.outbound.transmit(maxFrame: link.maxFrame, now: now, at: instant, linkWrites: &totals.dataWritten, budget: &budget) { done in
                 switch done {
                 case .data(let wireSeq, let payload, let payloadCRC, let resent):
                     if resent { totals.resent += 1 }

@@ -11,11 +11,11 @@ extension SessionRouter {
         budget.forget(&session)
         expiry.forget(id)
         var actions: [SessionAction] = [.watch(SessionChange(.closed, session, state: .closed, reason: reason))]
-        for waiter in attachesAwaitingStores.removeValue(forKey: id) ?? [] {
+        for waiter in holds.takeAttaches(id) {
             actions.append(.fail(client: waiter.client, request: waiter.request, .sessionClosed, "session \(id) was closed"))
         }
         if tellUpstream, !session.isFailed {
-            if link != nil { actions.append(.send(.close(Close(session: id)))) } else { closeUpstream.insert(id) }
+            if link != nil { actions.append(.send(.close(Close(session: id)))) } else { owed.close(id) }
         }
         actions.append(tokens.store(.closeSession(id), then: continuation))
         return actions

@@ -75,18 +75,12 @@ struct SessionClient: Hashable, Sendable {
 struct SessionRouter<Random: RandomNumberGenerator> {
     /// Every session, and the indexes kept by it (see `SessionTable`).
     var table = SessionTable()
-    /// Sessions closed locally while the link was down: CLOSE goes up on the next link.
-    var closeUpstream: Set<UInt64> = []
-    /// Clients whose channel is full: no MESSAGE until they drain.
-    var blockedClients: Set<UInt64> = []
-    /// Attaches (OPEN of an existing session) waiting for SENDs still being stored: OPENED's
-    /// SENT_SEQ must count every message that will be ACCEPTED, or a client resuming after it
-    /// would send those again.
-    var attachesAwaitingStores: [UInt64: [(client: UInt64, request: UInt32)]] = [:]
+    /// What holds MESSAGEs back from clients beside the windows (full channels, waiting attaches).
+    var holds = DeliveryHolds()
     var link: LinkInfo?
-    var ackFlushScheduled = false
-    /// Sessions that stored inbound DATA since the last flush: only they are looked at.
-    var acksDue: Set<UInt64> = []
+    /// The CLOSEs and ACKs the server is owed beside the sessions' queues.
+    var owed = OwedUpstream()
+    /// Whether the last `activity` action said a client holds a session.
     var reportedActive = false
     var tokens = Tokens()
     /// Which sessions hold messages with a TTL, and when the TTL timer fires.
@@ -95,10 +89,8 @@ struct SessionRouter<Random: RandomNumberGenerator> {
     var budget: MemoryBudget
     /// The time of the event being handled: each event of `SessionRouter+Events.swift` brings it.
     var now: SessionTime
-    /// What happened since the daemon started, for METRICS and STATUS.
+    /// What happened since the daemon started.
     var totals = SessionTotals()
-    /// DATA frames written on links so far: each one's place, for `PoisonWatch.culprit`.
-    var linkWrites: UInt64 = 0
     var limits: SessionLimits {
         didSet {
             budget.limit = limits.memoryBudgetBytes

@@ -1,4 +1,5 @@
-/// Counts since the daemon started, for METRICS and STATUS; only ever incremented.
+/// Counts since the daemon started, for METRICS and STATUS, and the place of each DATA
+/// written; only ever incremented.
 struct SessionTotals {
     /// SENDs accepted (stored).
     var accepted = 0
@@ -12,4 +13,6 @@ struct SessionTotals {
     var refused = 0
     /// Sessions quarantined (`PoisonWatch`).
     var quarantined = 0
+    /// DATA frames written on links: each one's place, for `PoisonWatch.culprit`.
+    var dataWritten: UInt64 = 0
 }

@@ -17,10 +17,10 @@
 /// `OutboundQueue` and `InboundQueue`) are changed only here, so
 /// `held` is always their sum over the sessions (`SessionRouter.budgetAudit` checks it in the tests).
 struct MemoryBudget {
-    /// The windows' limit (`[store] memory_budget_bytes`).
-    var limit: Int
+    /// The windows' limit (`[store] memory_budget_bytes`; applies from the next start).
+    let limit: Int
     /// What the SENDs being stored of one uid may hold before its clients are no longer read.
-    var uidStoringShare: Int
+    let uidStoringShare: Int
 
     /// Window bytes of all sessions, reservations of reads under way included
     /// (≤ `limit`, give or take the one message an empty budget always admits).

@@ -91,12 +91,9 @@ struct SessionRouter<Random: RandomNumberGenerator> {
     var now: SessionTime
     /// What happened since the daemon started.
     var totals = SessionTotals()
-    var limits: SessionLimits {
-        didSet {
-            budget.limit = limits.memoryBudgetBytes
-            budget.uidStoringShare = limits.uidStoringBytes
-        }
-    }
+    /// The limits of `[limits]`. A reload changes only those that apply at once; the memory
+    /// budget's, set once at start (`budget`), apply only at the next start (`ReloadPlan`).
+    var limits: SessionLimits
     var random: Random
 
     init(limits: SessionLimits, random: Random, now: SessionTime) {

@@ -14,23 +14,30 @@ The contract it keeps (imagent-mqtt(7), BACKEND CONTRACT):
     down seq n, so a repeated message gives a repeated answer that the daemon
     drops by its seq, and no instance needs to remember anything;
   * the up message is acknowledged (PUBACK) only after the broker took the
-    answer, so a backend that dies in between gets the message again.
+    answer, so a backend that dies in between gets the message again;
+  * an answer the broker drops (PUBACK 0x10 No matching subscribers: it holds
+    no session for the host, which subscribes again at its next CONNACK; or a
+    failure code) is published again after a pause, 1 s doubling to 30 s, for
+    up to --redeliver-for seconds; its up message stays unacknowledged
+    meanwhile.
 
 Usage: echo.py [--host H] [--port P] [--prefix imagent] [--service echo]
                [--group echo] [--client-id ID] [--username U --password P]
-               [--cafile CA.pem] [--sink]
+               [--cafile CA.pem] [--redeliver-for SECONDS] [--sink]
 """
 import argparse
 import signal
 import socket
 import sys
 import threading
+import time
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 SEQ = "imagent-seq"
+NO_MATCHING_SUBSCRIBERS = 0x10
 
 
 def main():
@@ -46,13 +53,17 @@ def main():
     parser.add_argument("--cafile", help="CA bundle: connect with TLS")
     parser.add_argument("--session-expiry", type=int, default=3600,
                         help="seconds the broker keeps this instance's queue while it is away")
+    parser.add_argument("--redeliver-for", type=float, default=3600,
+                        help="seconds an answer the broker dropped is published again before it is given up")
     parser.add_argument("--sink", action="store_true",
                         help="acknowledge without answering (a sink, for benchmarks)")
     args = parser.parse_args()
 
     up_filter = f"$share/{args.group}/{args.prefix}/+/{args.service}/+/up"
-    # The mid of each answer in flight → the mid of the up message it answers.
+    # The mid of each answer in flight → the answer (with the up message it answers).
     answering = {}
+    # PUBACKs of answers whose publish() has not returned yet (published again from a timer's thread).
+    early = {}
     lock = threading.Lock()
 
     client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=args.client_id,
@@ -79,18 +90,49 @@ def main():
         if args.sink:
             client.ack(message.mid, message.qos)
             return
+        answer = {"topic": "/".join(levels[:-1] + ["down"]), "seq": seq, "payload": message.payload,
+                  "up": (message.mid, message.qos), "first": time.monotonic(), "attempt": 0}
+        publish(answer)
+
+    def publish(answer):
         properties = Properties(PacketTypes.PUBLISH)
-        properties.UserProperty = [(SEQ, seq)]
-        down = "/".join(levels[:-1] + ["down"])
-        info = client.publish(down, message.payload, qos=1, properties=properties)
+        properties.UserProperty = [(SEQ, answer["seq"])]
+        info = client.publish(answer["topic"], answer["payload"], qos=1, properties=properties)
         with lock:
-            answering[info.mid] = (message.mid, message.qos)
+            reason_code = early.pop(info.mid, None)
+            if reason_code is None:
+                answering[info.mid] = answer
+                return
+        settle(answer, reason_code)
 
     def on_publish(client, userdata, mid, reason_code, properties):
         with lock:
-            up = answering.pop(mid, None)
-        if up is not None:
-            client.ack(*up)
+            answer = answering.pop(mid, None)
+            if answer is None:
+                early[mid] = reason_code
+                return
+        settle(answer, reason_code)
+
+    def settle(answer, reason_code):
+        code = getattr(reason_code, "value", 0)
+        if code != NO_MATCHING_SUBSCRIBERS and code < 0x80:
+            client.ack(*answer["up"])
+            return
+        # The broker dropped the answer: no session of the host subscribes to it now (the broker
+        # lost it in a restart or a crash, or it expired), or the broker refused it. Published
+        # again, the answer reaches the host once it has subscribed again.
+        what = f"the answer on {answer['topic']} seq {answer['seq']}: PUBACK {reason_code} (0x{code:02x})"
+        if time.monotonic() - answer["first"] >= args.redeliver_for:
+            print(f"echo: gave up {what} after {args.redeliver_for:g} s; that session waits at this seq",
+                  file=sys.stderr, flush=True)
+            client.ack(*answer["up"])
+            return
+        delay = min(2 ** answer["attempt"], 30)
+        answer["attempt"] += 1
+        print(f"echo: {what}; publishing it again in {delay} s", file=sys.stderr, flush=True)
+        timer = threading.Timer(delay, publish, args=(answer,))
+        timer.daemon = True
+        timer.start()
 
     def on_socket_open(client, userdata, sock):
         # paho leaves Nagle's algorithm on: an answer or a PUBACK then waits for the

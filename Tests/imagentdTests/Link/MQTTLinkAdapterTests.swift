@@ -55,6 +55,16 @@ import Testing
         #expect(adapter.maxBody == UInt32(2_000 - Self.settings.publishOverhead), "MAX_FRAME is the broker's limit less an up PUBLISH's overhead")
     }
 
+    /// The broker closes after 1.5 Keep Alive of silence: twice the heartbeat's longest interval (at
+    /// least 30 s) leaves judging the link to the heartbeat, and the broker acts only after it would.
+    @Test func keepAlive_isTwiceTheHeartbeatsLongestInterval_atLeast30s_atMost65535() {
+        #expect(MQTTLinkSettings.keepAlive(heartbeatMax: .seconds(2)) == 30)
+        #expect(MQTTLinkSettings.keepAlive(heartbeatMax: .seconds(15)) == 30)
+        #expect(MQTTLinkSettings.keepAlive(heartbeatMax: .seconds(16)) == 32)
+        #expect(MQTTLinkSettings.keepAlive(heartbeatMax: .seconds(300)) == 600)
+        #expect(MQTTLinkSettings.keepAlive(heartbeatMax: .seconds(40_000)) == 65_535)
+    }
+
     @Test func subscribesAtEveryConnection_sessionPresentOrNot() throws {
         // Session Present 0 needs it; with 1 it is harmless and repairs a subscription the broker lost.
         for present in [false, true] {

@@ -57,9 +57,16 @@ struct MQTTLinkSettings: Hashable, Sendable {
         UInt32(clamping: Int(maxFrame) + publishOverhead + 64)
     }
 
-    /// The keep-alive CONNECT asks for: the heartbeat's longest interval, so the broker
-    /// (which waits 1.5 times as long) never closes a link the heartbeat keeps.
+    /// The keep-alive CONNECT asks for: twice the heartbeat's longest interval, and at least
+    /// `minimumKeepAliveSeconds`. The daemon judges the link by its heartbeat (two PINGs
+    /// unanswered, then a probe); the broker, which closes a connection after 1.5 times the
+    /// keep-alive of silence, is the backstop for a host that vanished, and acts only after the
+    /// heartbeat would have. As short as the heartbeat, it closed lossy links the heartbeat
+    /// still kept, and each such close can cost a session at ejabberd 23.01 (imagent-mqtt(7)).
     static func keepAlive(heartbeatMax: Duration) -> UInt16 {
-        UInt16(clamping: max(1, heartbeatMax.components.seconds))
+        UInt16(clamping: max(minimumKeepAliveSeconds, 2 * heartbeatMax.components.seconds))
     }
+
+    /// The shortest keep-alive CONNECT asks for, whatever the heartbeat.
+    static let minimumKeepAliveSeconds: Int64 = 30
 }

@@ -52,7 +52,9 @@ struct PoisonMessageTests {
             #expect(reason.code == .upstreamRejected)
             #expect(reason.message?.contains("quarantined: the link was lost 3 times just after seq 1") == true, "\(reason)")
             #expect(echoed == (1...sent).map { "echo \($0)" }, "each echo once, in order")
-            #expect(slowest < .seconds(5), "after the quarantine each echo comes within 5 s: \(slowest)")
+            // Without the quarantine each echo would wait out another loss and reconnect; 10 s leaves
+            // room for a loaded machine (6.4 s seen with the whole suite running beside it).
+            #expect(slowest < .seconds(10), "after the quarantine each echo comes within 10 s: \(slowest)")
 
             let status = try JSONSerialization.jsonObject(with: Data(try await client.status().utf8)) as? [String: Any]
             let link = status?["link"] as? [String: Any]

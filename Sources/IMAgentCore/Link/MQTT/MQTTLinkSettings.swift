@@ -61,8 +61,9 @@ struct MQTTLinkSettings: Hashable, Sendable {
     /// `minimumKeepAliveSeconds`. The daemon judges the link by its heartbeat (two PINGs
     /// unanswered, then a probe); the broker, which closes a connection after 1.5 times the
     /// keep-alive of silence, is the backstop for a host that vanished, and acts only after the
-    /// heartbeat would have. As short as the heartbeat, it closed lossy links the heartbeat
-    /// still kept, and each such close can cost a session at ejabberd 23.01 (imagent-mqtt(7)).
+    /// heartbeat would have. A keep-alive as short as the heartbeat lets the broker close lossy
+    /// links the heartbeat still keeps, and each such close can cost a session at ejabberd 23.01
+    /// (imagent-mqtt(7), BROKERS).
     static func keepAlive(heartbeatMax: Duration) -> UInt16 {
         UInt16(clamping: max(minimumKeepAliveSeconds, 2 * heartbeatMax.components.seconds))
     }

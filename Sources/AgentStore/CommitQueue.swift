@@ -199,6 +199,8 @@ final class CommitQueue: Sendable {
 
     /// The writer thread's loop: batch after batch until the queue is empty, then a linger.
     private func drain() {
+        // Whether the last commit was cheap enough that the wake a linger saves is worth looking for.
+        var lingers = true
         while true {
             let next = state.withLockedValue { state -> DrainStep in
                 if state.pending.isEmpty {
@@ -209,7 +211,7 @@ final class CommitQueue: Sendable {
                         state.closePromises = []
                         return .close(promises)
                     }
-                    guard lingerTime > .zero else {
+                    guard lingerTime > .zero, lingers else {
                         state.drain = .idle
                         return .idle
                     }
@@ -242,6 +244,7 @@ final class CommitQueue: Sendable {
                     continue
                 }
                 let outcomes = current.apply(batch.map(\.operations))
+                lingers = !current.lastTransactionWrotePayloadFiles
                 Self.complete(batch, with: outcomes)
             }
         }
@@ -252,7 +255,10 @@ final class CommitQueue: Sendable {
     /// a futex wake and, on a virtual machine whose CPU went idle, a scheduler delay longer than
     /// many looks; a request/response exchange commits twice per round trip, each time shortly
     /// after the last commit, so the writer that is still looking takes the next one at once.
-    /// An idle daemon pays nothing: the linger follows a commit only.
+    /// An idle daemon pays nothing: the linger follows a commit only. Nor does a stream of
+    /// large payloads: after a commit that wrote some to the segment files the drain ends at
+    /// once, as copying each of them costs far more than a wake, and looking would only take
+    /// processor time from the next (at 64 KiB, 8 % of the daemon's CPU per message).
     ///
     /// A yield that took longer than `busyYield` gave the processor to another thread: the
     /// machine has work for it, and the writer stops looking and sleeps.

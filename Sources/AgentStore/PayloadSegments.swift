@@ -30,6 +30,15 @@ struct SegmentReference: Hashable {
 /// New messages go to one current segment; once it reaches `segmentBytes` the next
 /// batch starts another, so acknowledged messages free whole files.
 ///
+/// A full segment freed that way is kept as the *spare* (one at most), and the next segment
+/// is the spare renamed and written over from its start: its blocks are allocated and its
+/// pages most likely still cached, so an append costs a copy into those pages, not an
+/// allocation of new ones, and removing the file costs no freeing of thousands of pages
+/// (together 12 % of the daemon's CPU for a stream of 64 KiB messages). Its bytes past the
+/// appends are dead, as a rolled-back transaction's are. The spare is a segment no row
+/// refers to, so an open removes it like any other; the rename is made durable with the
+/// directory before a commit refers to the new name, as a new file's entry is.
+///
 /// Not `Sendable`: it lives on the writer thread only.
 final class PayloadSegments {
     let databasePath: String
@@ -38,23 +47,35 @@ final class PayloadSegments {
     private let directory: CInt
     private let prefix: String
 
-    /// Every segment file and its size in bytes.
+    /// Every segment file and its size in bytes (a reused one's appends may end before its size).
     private(set) var sizes: [Int64: Int] = [:]
     private var current: Int64
     private var currentDescriptor: CInt
+    /// Where the next append to the current segment goes.
+    private var end = 0
+    /// A segment no row refers to, kept open to become the next segment (see above).
+    private var spare: (segment: Int64, descriptor: CInt, bytes: Int)?
     /// Descriptors of older segments opened to read them: at most `readersKept`, so a long
     /// backlog of segments costs no more descriptors than a short one.
     private var readers: [Int64: CInt] = [:]
     private static let readersKept = 4
-    /// The current segment's size when the open transaction began (its bytes beyond are cut at rollback).
+    /// The current segment's end and size when the open transaction began (its appends beyond
+    /// are undone at rollback, and what they added to the file is cut off).
+    private var endAtBegin = 0
     private var sizeAtBegin = 0
     /// Bytes appended in the open transaction, not yet fdatasynced.
     private var unsynced = false
+    /// Whether the last transaction begun appended anything.
+    private(set) var appendedInTransaction = false
     /// The current segment was created and its directory entry is not yet fsynced.
     private var unsyncedEntry = false
 
-    /// The sum of every segment's size: what the store's size cap counts beside the database.
-    var totalBytes: Int { sizes.values.reduce(0, +) }
+    /// The sum of every segment's size, the spare's included: what the store's size cap counts
+    /// beside the database.
+    var totalBytes: Int { sizes.values.reduce(0, +) + (spare?.bytes ?? 0) }
+
+    /// The spare's size, if one is kept.
+    var spareBytes: Int? { spare?.bytes }
 
     /// Opens the directory of `databasePath` and lists its segments. `isReferenced` tells
     /// whether a row refers to a segment; those that none does are removed.
@@ -84,6 +105,7 @@ final class PayloadSegments {
             try startSegment(current + 1)
         } catch {
             for descriptor in readers.values { close(descriptor) }
+            if let spare { close(spare.descriptor) }
             if currentDescriptor >= 0 { close(currentDescriptor) }
             close(directory)
             throw error
@@ -92,6 +114,7 @@ final class PayloadSegments {
 
     deinit {
         for descriptor in readers.values { close(descriptor) }
+        if let spare { close(spare.descriptor) }
         close(currentDescriptor)
         close(directory)
     }
@@ -100,7 +123,9 @@ final class PayloadSegments {
 
     /// A transaction begins.
     func beginTransaction() {
+        endAtBegin = end
         sizeAtBegin = sizes[current, default: 0]
+        appendedInTransaction = false
     }
 
     /// Makes the transaction's bytes durable before its COMMIT refers to them (power only).
@@ -116,11 +141,12 @@ final class PayloadSegments {
         }
     }
 
-    /// The transaction rolled back: the bytes it appended are cut off again.
+    /// The transaction rolled back: its appends are undone, and what they added to the file is cut off.
     func rolledBack() {
+        end = endAtBegin
+        unsynced = false
         guard sizes[current, default: 0] > sizeAtBegin else { return }
         if ftruncate(currentDescriptor, off_t(sizeAtBegin)) == 0 { sizes[current] = sizeAtBegin }
-        unsynced = false
     }
 
     // MARK: Payloads
@@ -130,12 +156,15 @@ final class PayloadSegments {
     func append(_ bytes: UnsafeRawBufferPointer, crc: UInt32? = nil, limit: Int?) throws(StoreError) -> SegmentReference {
         // A full segment makes way for a new one at a transaction's first append only, so one
         // transaction appends to one file (and a rollback cuts one file back).
-        if sizes[current, default: 0] >= segmentBytes, sizes[current, default: 0] == sizeAtBegin {
+        if end >= segmentBytes, end == endAtBegin {
             try startSegment(current + 1)
-            sizeAtBegin = 0
+            endAtBegin = 0
+            sizeAtBegin = sizes[current, default: 0]
         }
-        let offset = sizes[current, default: 0]
-        if let limit, totalBytes + bytes.count > limit {
+        let offset = end
+        let size = sizes[current, default: 0]
+        let growth = max(0, offset + bytes.count - size)
+        if let limit, growth > 0, totalBytes + growth > limit {
             throw StoreError.full("payload files beside the database would pass the store's size limit of \(limit) bytes")
         }
         var written = 0
@@ -144,8 +173,8 @@ final class PayloadSegments {
             if result < 0 {
                 if errno == EINTR { continue }
                 let error = errno
-                // Cut what was written of it, so the segment keeps only whole payloads.
-                _ = ftruncate(currentDescriptor, off_t(offset))
+                // Cut what the write added to the file, so it keeps no partial payload past its size.
+                if offset + written > size { _ = ftruncate(currentDescriptor, off_t(max(offset, size))) }
                 if error == ENOSPC || error == EDQUOT || error == EFBIG {
                     throw StoreError.full("no room on the disk for \(name(current)): \(String(cString: strerror(error)))")
                 }
@@ -153,8 +182,10 @@ final class PayloadSegments {
             }
             written += result
         }
-        sizes[current] = offset + bytes.count
+        end = offset + bytes.count
+        sizes[current] = max(size, end)
         unsynced = true
+        appendedInTransaction = true
         return SegmentReference(segment: current, offset: Int64(offset), length: bytes.count, crc: crc ?? Self.crc(bytes))
     }
 
@@ -193,13 +224,29 @@ final class PayloadSegments {
     /// Segments other than the current one: the candidates for removal.
     var olderSegments: [Int64] { sizes.keys.filter { $0 != current }.sorted() }
 
-    /// Removes a segment no row refers to any more; call only once the transaction that
-    /// removed its last row is durable.
+    /// Removes a segment no row refers to any more, or keeps it as the spare when there is
+    /// none yet and it is full; call only once the transaction that removed its last row is
+    /// durable.
     func remove(_ segment: Int64) {
         precondition(segment != current, "the current segment is never removed")
         if let descriptor = readers.removeValue(forKey: segment) { close(descriptor) }
+        let bytes = sizes.removeValue(forKey: segment) ?? 0
+        if spare == nil, bytes >= segmentBytes {
+            let descriptor = openat(directory, name(segment), O_RDWR | O_NOFOLLOW | O_CLOEXEC)
+            if descriptor >= 0 {
+                spare = (segment, descriptor, bytes)
+                return
+            }
+        }
         unlinkat(directory, name(segment), 0)
-        sizes[segment] = nil
+    }
+
+    /// Removes the spare (the store's size limit needs its room).
+    func removeSpare() {
+        guard let removed = spare else { return }
+        spare = nil
+        close(removed.descriptor)
+        unlinkat(directory, name(removed.segment), 0)
     }
 
     // MARK: Files
@@ -208,6 +255,16 @@ final class PayloadSegments {
     func name(_ segment: Int64) -> String { prefix + String(segment) }
 
     private func startSegment(_ segment: Int64) throws(StoreError) {
+        end = 0
+        if let reused = spare {
+            spare = nil
+            if renameat(directory, name(reused.segment), directory, name(segment)) == 0 {
+                becomeCurrent(segment, reused.descriptor, bytes: reused.bytes)
+                return
+            }
+            close(reused.descriptor)
+            unlinkat(directory, name(reused.segment), 0)
+        }
         let descriptor = openat(directory, name(segment), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { throw Self.failure("cannot create", name(segment)) }
         // The open's mode passed through the umask; the payloads are the daemon's user's alone.
@@ -215,10 +272,15 @@ final class PayloadSegments {
             close(descriptor)
             throw Self.failure("cannot chmod", name(segment))
         }
+        becomeCurrent(segment, descriptor, bytes: 0)
+    }
+
+    /// `segment`, open as `descriptor` and of `bytes`, takes the appends from its start.
+    private func becomeCurrent(_ segment: Int64, _ descriptor: CInt, bytes: Int) {
         if currentDescriptor >= 0 { close(currentDescriptor) }
         current = segment
         currentDescriptor = descriptor
-        sizes[segment] = 0
+        sizes[segment] = bytes
         unsyncedEntry = true
     }
 

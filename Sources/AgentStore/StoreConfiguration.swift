@@ -66,7 +66,8 @@ public struct StoreConfiguration: Sendable, Hashable {
     /// each about a link round trip after the last; a writer still looking takes the next at
     /// once instead of being woken, which on a virtual machine saves a scheduler delay per commit.
     /// It yields the CPU between looks and stops as soon as another thread wants that processor;
-    /// an idle daemon never lingers.
+    /// an idle daemon never lingers, nor does the writer after a commit that wrote payloads to
+    /// the segment files (`largePayloadBytes` and more: their copies dwarf a wake).
     public var writerLinger: TimeAmount
 
     /// The default `writerLinger`.

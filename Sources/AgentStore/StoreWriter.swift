@@ -33,6 +33,8 @@ final class StoreWriter: @unchecked Sendable {
     private let durability: Durability
     /// The database's share of `maximumSizeBytes` last given to SQLite, in pages.
     private var maximumPages = 0
+    /// Whether the last transaction appended payloads to the segment files (the writer's linger follows it or not).
+    private(set) var lastTransactionWrotePayloadFiles = false
 
     private let begin: SQLiteStatement
     private let commit: SQLiteStatement
@@ -106,6 +108,8 @@ final class StoreWriter: @unchecked Sendable {
         outcomes.reserveCapacity(indices.count)
         var operationCount = 0
         let started = ContinuousClock.now
+        lastTransactionWrotePayloadFiles = false
+        defer { lastTransactionWrotePayloadFiles = applier.segments.appendedInTransaction }
         do {
             applier.segments.beginTransaction()
             try limitSize()
@@ -172,21 +176,25 @@ final class StoreWriter: @unchecked Sendable {
 
     /// Splits `maximumSizeBytes` between the segment files, as they are now, and the database:
     /// SQLite refuses to grow the file past its share (`max_page_count`), and the segments refuse
-    /// an append past theirs (`segmentLimit`).
+    /// an append past theirs (`segmentLimit`). The spare segment stays only while the store
+    /// holds at most half of it, so that it never takes room a message needs.
     private func limitSize() throws(StoreError) {
         guard let maximumSizeBytes else { return }
-        let pages = max(1, (maximumSizeBytes - applier.segments.totalBytes) / pageSize)
         do {
-            if pages != maximumPages { maximumPages = try database.setMaxPageCount(pages) }
             let databaseBytes = Int(try database.queryInteger("PRAGMA page_count") ?? 0) * pageSize
+            if applier.segments.spareBytes != nil, 2 * (databaseBytes + applier.segments.totalBytes) > maximumSizeBytes {
+                applier.segments.removeSpare()
+            }
+            let pages = max(1, (maximumSizeBytes - applier.segments.totalBytes) / pageSize)
+            if pages != maximumPages { maximumPages = try database.setMaxPageCount(pages) }
             applier.segmentLimit = max(0, maximumSizeBytes - databaseBytes)
         } catch {
             throw StoreError(error)
         }
     }
 
-    /// Deletes the segment files no row refers to any more, once the commits that deleted
-    /// their rows are durable: at `power` they are; at `process` a checkpoint first syncs
+    /// Deletes the segment files no row refers to any more (one may stay as the spare), once
+    /// the commits that deleted their rows are durable: at `power` they are; at `process` a checkpoint first syncs
     /// the WAL, so a power loss cannot bring back a row whose bytes are gone. A file that
     /// stays (a failure here) is found again after the next deletion, or at open.
     private func removeUnusedSegments() {

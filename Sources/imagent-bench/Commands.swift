@@ -93,9 +93,10 @@ let benchCommands: [BenchCommand] = [
         What the disk under --dir takes through the store's group-commit pattern at durability power,
         without a store: per batch, --batch payloads of --size bytes (B, KiB, MiB suffixes) each one
         pwrite appended to a payload file, fdatasync, then one 4 KiB page to a second file and
-        fdatasync (the payload segment, then the WAL commit of the batch's rows). The payload file
-        starts anew every 16 MiB (its directory fsynced with the next batch), as the store's segment
-        files do; the second one is written round a 4 MiB ring, as SQLite reuses its WAL. Prints
+        fdatasync (the payload segment, then the WAL commit of the batch's rows). Every 16 MiB the
+        payload file is renamed and written over from its start (its directory fsynced with the next
+        batch), as the store reuses a freed segment file; the second one is written round a 4 MiB
+        ring, as SQLite reuses its WAL. Prints
         payload MB/s, payloads/s and fdatasyncs/s (two per batch). Its files, private, are removed.
         """),
     BenchCommand(name: "idle", synopsis: """

@@ -6,10 +6,11 @@ import AgentStore
 /// What this disk takes through the store's group-commit pattern at `power`, with no store
 /// around it: per batch, `batch` payloads of `size` bytes appended with one `pwrite` each to a
 /// payload file and `fdatasync`, then one 4 KiB page written to a second file and `fdatasync`
-/// (the WAL commit of the batch's rows). The payload file starts anew every 16 MiB, as the
-/// store's segment files do (`StoreConfiguration.defaultSegmentFileBytes`), the new one's
-/// directory entry fsynced with the next batch; the second file is written round a 4 MiB ring, as
-/// SQLite reuses its WAL after a checkpoint. The files are private and removed at the end.
+/// (the WAL commit of the batch's rows). Every 16 MiB the payload file is renamed and written
+/// over from its start, as the store's next segment file is its spare segment
+/// (`StoreConfiguration.defaultSegmentFileBytes`, `PayloadSegments`), the new name's directory
+/// entry fsynced with the next batch; the second file is written round a 4 MiB ring, as SQLite
+/// reuses its WAL after a checkpoint. The files are private and removed at the end.
 struct DiskProbe: Sendable {
     var size: Int
     var batch: Int
@@ -48,10 +49,10 @@ struct DiskProbe: Sendable {
         let deadline = start.advanced(by: .milliseconds(Int(seconds * 1000)))
         repeat {
             if offset >= StoreConfiguration.defaultSegmentFileBytes {
-                close(payloads)
-                unlink("\(base).payloads.\(segment)")
+                guard rename("\(base).payloads.\(segment)", "\(base).payloads.\(segment + 1)") == 0 else {
+                    throw Self.failure("cannot rename", "\(base).payloads.\(segment)")
+                }
                 segment += 1
-                payloads = try Self.create("\(base).payloads.\(segment)")
                 (offset, newEntry) = (0, true)
             }
             for _ in 0..<batch {

@@ -76,32 +76,44 @@ struct PayloadSegmentTests {
         }
     }
 
+    /// A segment freed of its messages is deleted, except one full one kept as the spare, which
+    /// becomes the next segment: renamed, and written over from its start.
     @Test(arguments: Durability.allCases)
-    func aSegmentIsDeleted_onceNoMessageIsInIt(durability: Durability) async throws {
+    func aSegmentNoMessageIsIn_isDeletedOrKeptAsTheSpare_andTheSpareIsTheNextSegment(durability: Durability) async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
+        let file = { (segment: Int) in directory.path + "/store.sqlite-payloads.\(segment)" }
         try await withSegmentStore(durability: durability, segmentFileBytes: 4 * Self.large, in: directory) { store async throws in
             let session = try await store.newSession()
             for seq in UInt64(1)...12 {
                 try await store.appendOutbound(session: session.id, seq: seq, payload: payloadOf(size: Self.large, seq: seq), on: testLoop).get()
             }
-            #expect(try segmentFiles(directory).count == 3)
-            // Seq 5 keeps the second segment; the first one's four messages are all acknowledged.
+            #expect(try segmentFiles(directory) == ["store.sqlite-payloads.1", "store.sqlite-payloads.2", "store.sqlite-payloads.3"])
+            // Seq 5 keeps the second segment; the first one's four messages are all acknowledged,
+            // and it stays as the spare.
             try await store.markAcked(session: session.id, upTo: 5, on: testLoop).get()
-            #expect(try segmentFiles(directory).count == 2)
+            #expect(try segmentFiles(directory).count == 3 && fileSize(file(1)) == 4 * Self.large)
+            // The second is deleted (there is a spare already); the current segment stays to take the next messages.
             try await store.markAcked(session: session.id, upTo: 12, on: testLoop).get()
-            // The current segment stays to take the next messages.
-            #expect(try segmentFiles(directory).count == 1)
+            #expect(try segmentFiles(directory) == ["store.sqlite-payloads.1", "store.sqlite-payloads.3"])
+            // The third is full: the next message goes to the spare, renamed as the fourth, at its start.
             try await store.appendOutbound(session: session.id, seq: 13, payload: payloadOf(size: Self.large, seq: 13), on: testLoop).get()
+            #expect(try segmentFiles(directory) == ["store.sqlite-payloads.3", "store.sqlite-payloads.4"])
+            #expect(fileSize(file(4)) == 4 * Self.large, "the spare was written over, not grown")
+            for seq in UInt64(14)...15 {
+                try await store.appendOutbound(session: session.id, seq: seq, payload: payloadOf(size: Self.large, seq: seq), on: testLoop).get()
+            }
             let stored = try await store.outbound(session: session.id, after: 0, limit: 10, on: testLoop).get()
-            #expect(stored.map(\.seq) == [13] && stored[0].payload == payloadOf(size: Self.large, seq: 13))
+            #expect(stored.map(\.seq) == [13, 14, 15])
+            #expect(stored.allSatisfy { $0.payload == payloadOf(size: Self.large, seq: $0.seq) })
             // Closing a session frees its segments too.
             try await store.closeSession(session.id, on: testLoop).get()
         }
+        // An open removes every segment no row refers to, the spare among them.
         try await withSegmentStore(durability: durability, in: directory) { store async throws in
             #expect(try await store.integrityCheck(on: testLoop).get() == ["ok"])
         }
-        #expect(try segmentFiles(directory).count == 1, "only the segment the last open started is left")
+        #expect(try segmentFiles(directory) == ["store.sqlite-payloads.5"], "only the segment the last open started is left")
     }
 
     @Test func aSegmentNoRowRefersTo_isRemovedAtOpen_andNewMessagesNeverAppendToAnOldOne() async throws {
@@ -194,6 +206,26 @@ struct PayloadSegmentTests {
             let stored = try await store.outbound(session: session.id, after: 0, limit: 100, on: testLoop).get()
             #expect(stored.map(\.seq) == Array(seq + 1...seq + 10))
             #expect(stored.allSatisfy { $0.payload == payloadOf(size: Self.large, seq: $0.seq) })
+            // Filled again to the limit: the segment kept as the spare gives its room back, so about
+            // as many fit as the first time (less what the current segment holds of acknowledged ones).
+            try await store.markAcked(session: session.id, upTo: seq + 10, on: testLoop).get()
+            let first = seq
+            seq += 10
+            refusal = nil
+            while refusal == nil, seq < first + 200 {
+                do {
+                    try await store.appendOutbound(session: session.id, seq: seq + 1, payload: payloadOf(size: Self.large, seq: seq + 1),
+                                                   on: testLoop).get()
+                    seq += 1
+                } catch let error as StoreError {
+                    refusal = error
+                }
+            }
+            let second = seq - first - 10
+            #expect(second + 8 >= first, "\(second) messages fit after the acknowledgements, \(first) before")
+            let refilled = try segmentFiles(directory).map { fileSize(directory.path + "/" + $0) }.reduce(0, +)
+                + fileSize(directory.databasePath)
+            #expect(refilled <= limit, "database and segments hold \(refilled) bytes, over the \(limit) limit")
         }
     }
 

@@ -34,7 +34,7 @@ struct SegmentReference: Hashable {
 /// is the spare renamed and written over from its start: its blocks are allocated and its
 /// pages most likely still cached, so an append costs a copy into those pages, not an
 /// allocation of new ones, and removing the file costs no freeing of thousands of pages
-/// (together 12 % of the daemon's CPU for a stream of 64 KiB messages). Its bytes past the
+/// (together 11 % of the daemon's CPU for a stream of 64 KiB messages). Its bytes past the
 /// appends are dead, as a rolled-back transaction's are. The spare is a segment no row
 /// refers to, so an open removes it like any other; the rename is made durable with the
 /// directory before a commit refers to the new name, as a new file's entry is.

@@ -177,7 +177,7 @@ final class StoreWriter: @unchecked Sendable {
     /// Splits `maximumSizeBytes` between the segment files, as they are now, and the database:
     /// SQLite refuses to grow the file past its share (`max_page_count`), and the segments refuse
     /// an append past theirs (`segmentLimit`). The spare segment stays only while the store
-    /// holds at most half of it, so that it never takes room a message needs.
+    /// holds at most half of `maximumSizeBytes`, so that it never takes room a message needs.
     private func limitSize() throws(StoreError) {
         guard let maximumSizeBytes else { return }
         do {

@@ -177,25 +177,13 @@ struct PayloadSegmentTests {
         let limit = 2 << 20
         try await withSegmentStore(durability: durability, maximumSizeBytes: limit, segmentFileBytes: 512 << 10, in: directory) { store async throws in
             let session = try await store.newSession()
-            var seq: UInt64 = 0
-            var refusal: StoreError?
-            while refusal == nil, seq < 100 {
-                do {
-                    try await store.appendOutbound(session: session.id, seq: seq + 1, payload: payloadOf(size: Self.large, seq: seq + 1),
-                                                   on: testLoop).get()
-                    seq += 1
-                } catch let error as StoreError {
-                    refusal = error
-                }
-            }
+            var (seq, refusal) = try await fillUntilRefused(store, session: session.id, after: 0)
             guard case .full? = refusal else {
                 Issue.record("expected .full, got \(String(describing: refusal)) after \(seq) messages")
                 return
             }
             #expect(seq >= 20, "refused after \(seq) messages of 64 KiB under a 2 MiB limit")
-            let onDisk = try segmentFiles(directory).map { fileSize(directory.path + "/" + $0) }.reduce(0, +)
-                + fileSize(directory.databasePath)
-            #expect(onDisk <= limit, "database and segments hold \(onDisk) bytes, over the \(limit) limit")
+            #expect(try bytesOnDisk(directory) <= limit, "database and segments hold more than the \(limit) limit")
             // Every byte in the segments belongs to a stored message: the refused one left none.
             #expect(try segmentFiles(directory).map { fileSize(directory.path + "/" + $0) }.reduce(0, +) == Int(seq) * Self.large)
 
@@ -210,23 +198,31 @@ struct PayloadSegmentTests {
             // as many fit as the first time (less what the current segment holds of acknowledged ones).
             try await store.markAcked(session: session.id, upTo: seq + 10, on: testLoop).get()
             let first = seq
-            seq += 10
-            refusal = nil
-            while refusal == nil, seq < first + 200 {
-                do {
-                    try await store.appendOutbound(session: session.id, seq: seq + 1, payload: payloadOf(size: Self.large, seq: seq + 1),
-                                                   on: testLoop).get()
-                    seq += 1
-                } catch let error as StoreError {
-                    refusal = error
-                }
-            }
+            (seq, refusal) = try await fillUntilRefused(store, session: session.id, after: seq + 10)
             let second = seq - first - 10
-            #expect(second + 8 >= first, "\(second) messages fit after the acknowledgements, \(first) before")
-            let refilled = try segmentFiles(directory).map { fileSize(directory.path + "/" + $0) }.reduce(0, +)
-                + fileSize(directory.databasePath)
-            #expect(refilled <= limit, "database and segments hold \(refilled) bytes, over the \(limit) limit")
+            #expect(refusal != nil && second + 8 >= first, "\(second) messages fit after the acknowledgements, \(first) before")
+            #expect(try bytesOnDisk(directory) <= limit, "database and segments hold more than the \(limit) limit after the refill")
         }
+    }
+
+    /// Appends 64 KiB messages after `seq` until the store refuses one (at most 100): the last seq stored and the refusal.
+    func fillUntilRefused(_ store: AgentStore, session: UInt64, after seq: UInt64) async throws -> (UInt64, StoreError?) {
+        var last = seq
+        while last < seq + 100 {
+            do {
+                try await store.appendOutbound(session: session, seq: last + 1, payload: payloadOf(size: Self.large, seq: last + 1),
+                                               on: testLoop).get()
+                last += 1
+            } catch let error as StoreError {
+                return (last, error)
+            }
+        }
+        return (last, nil)
+    }
+
+    /// What the database and its segment files take on the disk.
+    func bytesOnDisk(_ directory: TemporaryDirectory) throws -> Int {
+        try segmentFiles(directory).map { fileSize(directory.path + "/" + $0) }.reduce(0, +) + fileSize(directory.databasePath)
     }
 
     /// CRC-32C a bit at a time: the reference the store's records are held to.

@@ -65,7 +65,7 @@ final class PayloadSegments {
     private var sizeAtBegin = 0
     /// Bytes appended in the open transaction, not yet fdatasynced.
     private var unsynced = false
-    /// Whether the last transaction begun appended anything.
+    /// Whether the last transaction begun appended anything (rolled back or not).
     private(set) var appendedInTransaction = false
     /// The current segment was created and its directory entry is not yet fsynced.
     private var unsyncedEntry = false

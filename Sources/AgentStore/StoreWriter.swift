@@ -34,7 +34,7 @@ final class StoreWriter: @unchecked Sendable {
     /// The database's share of `maximumSizeBytes` last given to SQLite, in pages.
     private var maximumPages = 0
     /// Whether the last transaction appended payloads to the segment files (the writer's linger follows it or not).
-    private(set) var lastTransactionWrotePayloadFiles = false
+    var lastTransactionWrotePayloadFiles: Bool { applier.segments.appendedInTransaction }
 
     private let begin: SQLiteStatement
     private let commit: SQLiteStatement
@@ -108,8 +108,6 @@ final class StoreWriter: @unchecked Sendable {
         outcomes.reserveCapacity(indices.count)
         var operationCount = 0
         let started = ContinuousClock.now
-        lastTransactionWrotePayloadFiles = false
-        defer { lastTransactionWrotePayloadFiles = applier.segments.appendedInTransaction }
         do {
             applier.segments.beginTransaction()
             try limitSize()
@@ -194,9 +192,9 @@ final class StoreWriter: @unchecked Sendable {
     }
 
     /// Deletes the segment files no row refers to any more (one may stay as the spare), once
-    /// the commits that deleted their rows are durable: at `power` they are; at `process` a checkpoint first syncs
-    /// the WAL, so a power loss cannot bring back a row whose bytes are gone. A file that
-    /// stays (a failure here) is found again after the next deletion, or at open.
+    /// the commits that deleted their rows are durable: at `power` they are; at `process` a
+    /// checkpoint first syncs the WAL, so a power loss cannot bring back a row whose bytes are
+    /// gone. A file that stays (a failure here) is found again after the next deletion, or at open.
     private func removeUnusedSegments() {
         guard applier.deletedRows else { return }
         applier.deletedRows = false

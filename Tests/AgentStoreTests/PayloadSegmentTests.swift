@@ -185,7 +185,7 @@ struct PayloadSegmentTests {
             #expect(seq >= 20, "refused after \(seq) messages of 64 KiB under a 2 MiB limit")
             #expect(try bytesOnDisk(directory) <= limit, "database and segments hold more than the \(limit) limit")
             // Every byte in the segments belongs to a stored message: the refused one left none.
-            #expect(try segmentFiles(directory).map { fileSize(directory.path + "/" + $0) }.reduce(0, +) == Int(seq) * Self.large)
+            #expect(try segmentBytesOnDisk(directory) == Int(seq) * Self.large)
 
             try await store.markAcked(session: session.id, upTo: seq, on: testLoop).get()
             for next in seq + 1...seq + 10 {
@@ -220,9 +220,14 @@ struct PayloadSegmentTests {
         return (last, nil)
     }
 
+    /// What the segment files take on the disk.
+    func segmentBytesOnDisk(_ directory: TemporaryDirectory) throws -> Int {
+        try segmentFiles(directory).map { fileSize(directory.path + "/" + $0) }.reduce(0, +)
+    }
+
     /// What the database and its segment files take on the disk.
     func bytesOnDisk(_ directory: TemporaryDirectory) throws -> Int {
-        try segmentFiles(directory).map { fileSize(directory.path + "/" + $0) }.reduce(0, +) + fileSize(directory.databasePath)
+        try segmentBytesOnDisk(directory) + fileSize(directory.databasePath)
     }
 
     /// CRC-32C a bit at a time: the reference the store's records are held to.
